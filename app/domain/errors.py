@@ -1,0 +1,124 @@
+"""Domain errors: what can go wrong in a use case, in words that know nothing of HTTP.
+
+Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
+
+    DomainError
+    ├── NotFound               (SessionNotFound, ItemNotFound, SnapshotNotFound, ...)
+    ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced, ...)
+    ├── PreconditionFailed     (VersionMismatch)
+    ├── InvalidInput           (bad item, bad budget, ...) carries field-level ``errors``
+    │   └── LimitExceeded      (too many items, item or metadata too large)
+    ├── IdempotencyKeyReused   (same key, another body)
+    ├── Unavailable            (LockTimeout, LockBackendUnavailable) carries ``retry_after``
+    └── UpstreamFailed         (the LLM used for compaction failed)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """Base of every error a use case raises on purpose."""
+
+    code: str = "error"
+    title: str = "Error"
+
+    def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors
+
+
+class NotFound(DomainError):
+    code = "not-found"
+    title = "Not found"
+
+
+class SessionNotFound(NotFound):
+    code = "session-not-found"
+    title = "Session not found"
+
+
+class ItemNotFound(NotFound):
+    code = "item-not-found"
+    title = "Item not found"
+
+
+class SnapshotNotFound(NotFound):
+    code = "snapshot-not-found"
+    title = "Snapshot not found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+    title = "Conflict"
+
+
+class SessionExists(Conflict):
+    code = "session-exists"
+    title = "Session already exists"
+
+
+class DuplicateItemId(Conflict):
+    code = "duplicate-item-id"
+    title = "Item id already in working memory"
+
+
+class WorkingMemoryReplaced(Conflict):
+    code = "working-memory-replaced"
+    title = "Working memory was replaced meanwhile"
+
+
+class EmptyWorkingMemory(Conflict):
+    code = "empty-working-memory"
+    title = "Working memory is empty"
+
+
+class PreconditionFailed(DomainError):
+    code = "precondition-failed"
+    title = "Precondition failed"
+
+
+class VersionMismatch(PreconditionFailed):
+    code = "version-mismatch"
+    title = "Session version does not match If-Match"
+
+
+class InvalidInput(DomainError):
+    code = "invalid-input"
+    title = "Invalid input"
+
+
+class LimitExceeded(InvalidInput):
+    code = "limit-exceeded"
+    title = "Limit exceeded"
+
+
+class IdempotencyKeyReused(DomainError):
+    code = "idempotency-key-reused"
+    title = "Idempotency key reused with a different request"
+
+
+class Unavailable(DomainError):
+    code = "unavailable"
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, *, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class LockTimeout(Unavailable):
+    code = "lock-timeout"
+    title = "Session is busy"
+
+
+class LockBackendUnavailable(Unavailable):
+    code = "lock-backend-unavailable"
+    title = "Lock backend unavailable"
+
+
+class UpstreamFailed(DomainError):
+    code = "upstream-failed"
+    title = "Upstream model failed"
