@@ -14,7 +14,7 @@ import base64
 import gzip
 import hashlib
 import importlib.resources
-from functools import lru_cache
+from functools import cache
 from typing import Literal, TypeAlias
 
 import tiktoken
@@ -64,7 +64,7 @@ class UnknownTokenizer(ValueError):
     pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken encoding for ``name``, built offline from shipped files (cached)."""
     if name not in _SHA256:

@@ -1,0 +1,72 @@
+"""Request dependencies: the runtime, the caller, conditional and idempotency headers."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from app.domain.errors import InvalidInput
+from app.services.runtime import Actor, IdempotencyRequest, Runtime
+
+_ETAG_RE = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
+_IDEMPOTENCY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+def get_actor(request: Request) -> Actor:
+    request_id = request.scope.get("state", {}).get("request_id")
+    actor: Actor | None = getattr(request.state, "actor", None)
+    if actor is None:
+        return Actor(request_id=request_id)
+    return actor
+
+
+def if_match_version(
+    if_match: Annotated[
+        str | None,
+        Header(description='Session version the write expects, e.g. `"7"`; 412 if it differs'),
+    ] = None,
+) -> int | None:
+    if if_match is None or if_match.strip() == "*":
+        return None
+    found = _ETAG_RE.match(if_match.strip())
+    if not found:
+        raise InvalidInput(
+            'If-Match must be a session version ETag such as "7"',
+            errors=[{"loc": ["header", "If-Match"], "msg": "not a version ETag"}],
+        )
+    return int(found.group(1))
+
+
+async def idempotency(
+    request: Request,
+    idempotency_key: Annotated[
+        str | None,
+        Header(description="Retries with the same key return the stored response (24 h)"),
+    ] = None,
+) -> IdempotencyRequest | None:
+    if idempotency_key is None:
+        return None
+    if not _IDEMPOTENCY_RE.match(idempotency_key):
+        raise InvalidInput(
+            "Idempotency-Key must be 1-255 visible ASCII characters",
+            errors=[{"loc": ["header", "Idempotency-Key"], "msg": "invalid"}],
+        )
+    body = await request.body()
+    return IdempotencyRequest(
+        key=idempotency_key,
+        method=request.method,
+        path=request.url.path,
+        request_hash=IdempotencyRequest.hash_request(body, request.url.query),
+    )
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+ActorDep = Annotated[Actor, Depends(get_actor)]
+IfMatchDep = Annotated[int | None, Depends(if_match_version)]
+IdempotencyDep = Annotated[IdempotencyRequest | None, Depends(idempotency)]

@@ -1,0 +1,42 @@
+"""Fast JSON encoding of responses (orjson), shared by routes and the idempotency store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.domain.items import StoredItem
+from app.domain.sessions import SessionState
+from app.services.runtime import Encoded
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def session_dict(state: SessionState) -> dict[str, Any]:
+    return {
+        "id": state.id,
+        "version": state.version,
+        "summary": state.summary,
+        "metadata": state.metadata,
+        "config": state.config,
+        "item_count": state.item_count,
+        "token_count": state.token_count,
+        "char_count": state.char_count,
+        "last_seq": state.last_seq,
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+    }
+
+
+def encode_session(status: int) -> Any:
+    def encode(state: SessionState) -> Encoded:
+        return Encoded(status, dumps(session_dict(state)), version=state.version)
+
+    return encode
+
+
+def items_dicts(items: list[StoredItem]) -> list[dict[str, Any]]:
+    return [item.to_wire() for item in items]

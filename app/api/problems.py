@@ -1,0 +1,193 @@
+"""RFC 9457 problem details: every error leaves the service as ``application/problem+json``
+with a stable ``type`` per error kind."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.domain import errors as e
+
+log = logging.getLogger(__name__)
+
+PROBLEM_BASE = "https://session-memory.dev/problems/"
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+_STATUS: list[tuple[type[e.DomainError], int]] = [
+    (e.NotFound, 404),
+    (e.Conflict, 409),
+    (e.PreconditionFailed, 412),
+    (e.LimitExceeded, 413),
+    (e.InvalidInput, 422),
+    (e.IdempotencyKeyReused, 422),
+    (e.Unavailable, 503),
+    (e.UpstreamFailed, 502),
+]
+
+
+class ProblemError(BaseModel):
+    loc: list[str | int] = Field(default_factory=list)
+    msg: str
+    type: str | None = None
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    type: str = Field(examples=[PROBLEM_BASE + "session-not-found"])
+    title: str = Field(examples=["Session not found"])
+    status: int = Field(examples=[404])
+    detail: str = Field(examples=["session 'demo' not found"])
+    instance: str | None = None
+    errors: list[ProblemError] | None = None
+
+
+def status_for(exc: e.DomainError) -> int:
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 400
+
+
+def problem_response(
+    *,
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+    instance: str | None = None,
+) -> Response:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + code,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if instance:
+        body["instance"] = instance
+    if errors is not None:
+        body["errors"] = errors
+    return Response(
+        orjson.dumps(body, default=str),
+        status_code=status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def _clean_errors(raw: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for err in raw:
+        loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", [])]
+        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": err.get("type")})
+    return out
+
+
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, e.DomainError)
+    headers = None
+    if isinstance(exc, e.Unavailable):
+        headers = {"Retry-After": str(exc.retry_after)}
+    errors = _clean_errors(exc.errors) if exc.errors is not None else None
+    status = status_for(exc)
+    if status == 422 and errors is None:
+        errors = []
+    return problem_response(
+        status=status,
+        code=exc.code,
+        title=exc.title,
+        detail=exc.detail,
+        errors=errors,
+        headers=headers,
+        instance=request.url.path,
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = _clean_errors(list(exc.errors()))
+    return problem_response(
+        status=422,
+        code="validation-error",
+        title="Request validation failed",
+        detail=f"{len(errors)} invalid field(s)",
+        errors=errors,
+        instance=request.url.path,
+    )
+
+
+_HTTP_CODES = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    406: ("not-acceptable", "Not acceptable"),
+    413: ("body-too-large", "Request body too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code, title = _HTTP_CODES.get(exc.status_code, ("http-error", "HTTP error"))
+    detail = exc.detail if isinstance(exc.detail, str) else title
+    return problem_response(
+        status=exc.status_code,
+        code=code,
+        title=title,
+        detail=detail,
+        headers=dict(exc.headers) if exc.headers else None,
+        instance=request.url.path,
+    )
+
+
+async def _unhandled(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem_response(
+        status=500,
+        code="internal-error",
+        title="Internal server error",
+        detail="an unexpected error occurred; it has been logged",
+        instance=request.url.path,
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(e.DomainError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unhandled)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI declarations of the problem responses a route can give."""
+    descriptions = {
+        400: "Bad request (malformed header)",
+        401: "Missing or invalid API key",
+        403: "The key lacks the scope",
+        404: "Not found (or not visible to this key)",
+        409: "Conflict",
+        412: "If-Match does not match the session version",
+        413: "Body, batch or item too large",
+        422: "Invalid input",
+        502: "The upstream model failed",
+        503: "Session busy or lock backend unavailable (see Retry-After)",
+    }
+    return {
+        s: {
+            "model": Problem,
+            "description": descriptions.get(s, "Problem"),
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for s in statuses
+    }

@@ -1,0 +1,97 @@
+"""/v1/sessions/{id}/items: append and read working memory."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
+from app.api.encoding import dumps, items_dicts
+from app.api.problems import problem_responses
+from app.api.responses import json_response
+from app.api.schemas import AppendRead, ItemList, ItemRead, ItemsAppend
+from app.services import items as service
+from app.services.runtime import Encoded
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
+
+SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+
+
+def _encode_append(result: service.AppendResult) -> Encoded:
+    body = dumps({"items": items_dicts(result.items), "version": result.version})
+    return Encoded(201, body, version=result.version)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=AppendRead,
+    operation_id="appendItems",
+    summary="Append a batch of items (atomic: all or none)",
+    responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
+)
+async def append_items(
+    session_id: SessionId,
+    body: ItemsAppend,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    if_match: IfMatchDep,
+    idem: IdempotencyDep,
+    create: Annotated[bool, Query(description="Create the session if it does not exist")] = False,
+) -> Response:
+    batch = service.ingest_batch(body.format, body.items, system=body.system)
+    encoded = await service.append_items(
+        rt,
+        actor,
+        session_id,
+        batch=batch,
+        if_match=if_match,
+        create=create,
+        idempotency=idem,
+        encode=_encode_append,
+    )
+    return json_response(encoded)
+
+
+@router.get(
+    "",
+    response_model=ItemList,
+    operation_id="listItems",
+    summary="Working memory, oldest first, paginated by seq",
+    responses=problem_responses(404, 422),
+)
+async def list_items(
+    session_id: SessionId,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    after_seq: Annotated[int | None, Query(ge=0, description="Items with seq > after_seq")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    last: Annotated[
+        int | None, Query(ge=1, le=1000, description="The newest N items, oldest first")
+    ] = None,
+) -> Response:
+    page, next_cursor, version = await service.list_items(
+        rt, actor, session_id, after_seq=after_seq, limit=limit, last=last
+    )
+    body = dumps({"items": items_dicts(page), "next_cursor": next_cursor})
+    return json_response(Encoded(200, body, version=version))
+
+
+@router.get(
+    "/{item_id}",
+    response_model=ItemRead,
+    operation_id="getItem",
+    summary="One item of working memory",
+    responses=problem_responses(404),
+)
+async def get_item(
+    session_id: SessionId,
+    item_id: Annotated[str, Path(max_length=128)],
+    rt: RuntimeDep,
+    actor: ActorDep,
+) -> Response:
+    item = await service.get_item(rt, actor, session_id, item_id)
+    return json_response(Encoded(200, dumps(item.to_wire())))

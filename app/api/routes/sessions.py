@@ -1,0 +1,138 @@
+"""/v1/sessions: create, list, read, update, delete."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
+from app.api.encoding import dumps, encode_session, session_dict
+from app.api.problems import problem_responses
+from app.api.responses import etag, json_response
+from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
+from app.domain.errors import InvalidInput
+from app.services import sessions as service
+from app.services.runtime import Encoded
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+
+
+def _cursor_encode(after_id: str | None) -> str | None:
+    return base64.urlsafe_b64encode(after_id.encode()).decode() if after_id else None
+
+
+def _cursor_decode(cursor: str | None) -> str | None:
+    if not cursor:
+        return None
+    try:
+        return base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInput(
+            "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
+        ) from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SessionRead,
+    operation_id="createSession",
+    summary="Create a session",
+    responses=problem_responses(409, 413, 422, 503),
+)
+async def create_session(
+    body: SessionCreate, rt: RuntimeDep, actor: ActorDep, idem: IdempotencyDep
+) -> Response:
+    command = service.SessionCreateCommand(
+        id=body.id, metadata=body.metadata, config=body.config, summary=body.summary
+    )
+    encoded = await service.create_session(
+        rt, actor, command, encode=encode_session(201), idempotency=idem
+    )
+    return json_response(encoded)
+
+
+@router.get(
+    "",
+    response_model=SessionList,
+    operation_id="listSessions",
+    summary="List sessions (cursor-paginated, by id)",
+    responses=problem_responses(422),
+)
+async def list_sessions(
+    rt: RuntimeDep,
+    actor: ActorDep,
+    cursor: Annotated[str | None, Query(max_length=400)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    prefix: Annotated[
+        str | None, Query(max_length=128, description="Only ids with this prefix")
+    ] = None,
+) -> Response:
+    rows, next_after = await service.list_sessions(
+        rt, actor, after_id=_cursor_decode(cursor), limit=limit, prefix=prefix
+    )
+    body = {"items": [session_dict(r) for r in rows], "next_cursor": _cursor_encode(next_after)}
+    return json_response(Encoded(200, dumps(body)))
+
+
+@router.get(
+    "/{session_id}",
+    response_model=SessionRead,
+    operation_id="getSession",
+    summary="Read a session (ETag: its version)",
+    responses=problem_responses(404),
+)
+async def get_session(session_id: SessionId, rt: RuntimeDep, actor: ActorDep) -> Response:
+    state = await service.get_session(rt, actor, session_id)
+    return json_response(Encoded(200, dumps(session_dict(state)), version=state.version))
+
+
+@router.patch(
+    "/{session_id}",
+    response_model=SessionRead,
+    operation_id="updateSession",
+    summary="Update metadata, config or summary",
+    responses=problem_responses(400, 404, 412, 413, 422, 503),
+)
+async def update_session(
+    session_id: SessionId,
+    body: SessionUpdate,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    if_match: IfMatchDep,
+) -> Response:
+    fields = body.model_fields_set
+    command = service.SessionUpdateCommand(
+        **{
+            name: getattr(body, name)
+            for name in ("metadata", "config", "summary")
+            if name in fields
+        }
+    )
+    encoded = await service.update_session(
+        rt, actor, session_id, command, if_match=if_match, encode=encode_session(200)
+    )
+    return json_response(encoded)
+
+
+@router.delete(
+    "/{session_id}",
+    status_code=204,
+    operation_id="deleteSession",
+    summary="Delete a session and everything it holds",
+    responses=problem_responses(400, 404, 412, 503),
+)
+async def delete_session(
+    session_id: SessionId, rt: RuntimeDep, actor: ActorDep, if_match: IfMatchDep
+) -> Response:
+    await service.delete_session(rt, actor, session_id, if_match=if_match)
+    return Response(status_code=204)
+
+
+__all__ = ["etag", "router"]

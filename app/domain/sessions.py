@@ -1,0 +1,61 @@
+"""Sessions: the state a session row holds, and the rules for its config and metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import JsonValue
+
+from app.domain.errors import InvalidInput
+from app.domain.items import ID_PATTERN, is_valid_id
+
+CONFIG_KEYS = ("context", "auto_compact")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    tenant_id: str
+    id: str
+    version: int
+    summary: str | None
+    metadata: dict[str, JsonValue]
+    config: dict[str, JsonValue]
+    item_count: int
+    token_count: int
+    char_count: int
+    last_seq: int
+    event_seq: int
+    epoch: int
+    last_compaction: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def check_session_id(value: str) -> str:
+    if not is_valid_id(value):
+        raise InvalidInput(
+            "invalid session id",
+            errors=[{"loc": ["id"], "msg": f"session id must match {ID_PATTERN}"}],
+        )
+    return value
+
+
+def check_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Unknown top-level keys are typos, not data: refuse them so a budget is never ignored."""
+    unknown = sorted(set(config) - set(CONFIG_KEYS))
+    if unknown:
+        raise InvalidInput(
+            "unknown config keys",
+            errors=[
+                {"loc": ["config", key], "msg": f"unknown key; allowed: {', '.join(CONFIG_KEYS)}"}
+                for key in unknown
+            ],
+        )
+    for key in CONFIG_KEYS:
+        if key in config and config[key] is not None and not isinstance(config[key], dict):
+            raise InvalidInput(
+                "invalid config", errors=[{"loc": ["config", key], "msg": "must be an object"}]
+            )
+    return config

@@ -1,0 +1,221 @@
+"""Per-session write locks.
+
+``RedisLocks`` (production, many processes): ``SET key token NX PX ttl`` to take the lock, a
+compare-and-delete script to release it (never someone else's), a compare-and-extend script
+renewing it every ttl/3 while held. Waiters in one process queue on a local lock first, so only
+one of them polls Redis per session and process. A writer waits at most ``wait_seconds``, then
+``LockTimeout``; Redis unreachable gives ``LockBackendUnavailable``; both map to 503 with
+``Retry-After``. The redis client reconnects by itself: writes recover when Redis comes back.
+
+``LocalLocks`` (embedded mode, one process): an ``asyncio.Lock`` per session.
+
+Locks are an optimisation of contention, not the last line of defence: the write transaction
+checks the session ``version`` (fencing), so a writer whose lock expired cannot commit over
+another's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from app.domain.errors import LockBackendUnavailable, LockTimeout
+
+log = logging.getLogger(__name__)
+
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+def lock_key(tenant_id: str, session_id: str) -> str:
+    # The braces make Redis Cluster hash the whole key to one slot per session.
+    return f"sm:lock:{{{tenant_id}:{session_id}}}"
+
+
+@dataclass
+class LockStats:
+    """Wait times in seconds of the last acquisitions (read by metrics)."""
+
+    waits: list[float] = field(default_factory=list)
+    timeouts: int = 0
+    acquired: int = 0
+
+    def record(self, seconds: float) -> None:
+        self.acquired += 1
+        if len(self.waits) < 10_000:
+            self.waits.append(seconds)
+
+
+class SessionLocks(Protocol):
+    def hold(self, key: str) -> AsyncIterator[None]: ...  # an async context manager
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class _KeyedLocal:
+    """asyncio locks by key, dropped when nobody holds or waits for them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str, timeout: float) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[key] = (lock, users + 1)
+        try:
+            try:
+                await asyncio.wait_for(lock.acquire(), timeout=max(timeout, 0.001))
+            except TimeoutError:
+                raise LockTimeout(
+                    "another write to this session is in progress; retry shortly",
+                    retry_after=1,
+                ) from None
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class LocalLocks:
+    """In-process locks for the embedded, single-process mode."""
+
+    def __init__(self, *, wait_seconds: float) -> None:
+        self.wait_seconds = wait_seconds
+        self._local = _KeyedLocal()
+        self.stats = LockStats()
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        start = time.monotonic()
+        async with self._local.hold(key, self.wait_seconds):
+            self.stats.record(time.monotonic() - start)
+            yield
+
+    async def ping(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class RedisLocks:
+    """Distributed locks on Redis, safe across processes and hosts."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        wait_seconds: float,
+        ttl_seconds: float,
+        socket_timeout: float = 1.0,
+    ) -> None:
+        self.wait_seconds = wait_seconds
+        self.ttl_ms = max(int(ttl_seconds * 1000), 50)
+        self.redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            health_check_interval=30,
+            retry_on_timeout=False,
+        )
+        self._release = self.redis.register_script(_RELEASE)
+        self._renew = self.redis.register_script(_RENEW)
+        self._local = _KeyedLocal()
+        self.stats = LockStats()
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        start = time.monotonic()
+        deadline = start + self.wait_seconds
+        async with self._local.hold(key, self.wait_seconds):
+            token = secrets.token_hex(16)
+            await self._acquire(key, token, deadline)
+            self.stats.record(time.monotonic() - start)
+            renewer = asyncio.create_task(self._keep_alive(key, token))
+            try:
+                yield
+            finally:
+                renewer.cancel()
+                try:
+                    await self._release(keys=[key], args=[token])
+                except RedisError as exc:  # it expires by itself
+                    log.warning("lock release failed for %s: %s", key, exc)
+
+    async def _acquire(self, key: str, token: str, deadline: float) -> None:
+        delay = 0.002
+        while True:
+            try:
+                if await self.redis.set(key, token, nx=True, px=self.ttl_ms):
+                    return
+            except (RedisError, OSError) as exc:
+                raise LockBackendUnavailable(
+                    f"lock backend unreachable: {type(exc).__name__}", retry_after=2
+                ) from exc
+            now = time.monotonic()
+            if now >= deadline:
+                self.stats.timeouts += 1
+                raise LockTimeout(
+                    "another write to this session is in progress; retry shortly",
+                    retry_after=1,
+                )
+            await asyncio.sleep(min(delay * (0.5 + random.random()), deadline - now))
+            delay = min(delay * 2, 0.05)
+
+    async def _keep_alive(self, key: str, token: str) -> None:
+        interval = self.ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self._renew(keys=[key], args=[token, self.ttl_ms]):
+                    log.warning("lock %s was lost while held; fencing protects the write", key)
+                    return
+            except RedisError as exc:
+                log.warning("lock renewal failed for %s: %s", key, exc)
+
+    async def ping(self) -> None:
+        try:
+            await self.redis.ping()
+        except (RedisError, OSError) as exc:
+            raise LockBackendUnavailable(f"redis unreachable: {type(exc).__name__}") from exc
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+def build_locks(
+    redis_url: str | None, *, wait_seconds: float, ttl_seconds: float, socket_timeout: float
+) -> LocalLocks | RedisLocks:
+    if redis_url:
+        return RedisLocks(
+            redis_url,
+            wait_seconds=wait_seconds,
+            ttl_seconds=ttl_seconds,
+            socket_timeout=socket_timeout,
+        )
+    return LocalLocks(wait_seconds=wait_seconds)

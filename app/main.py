@@ -1,0 +1,77 @@
+"""The application factory: routers, lifespan (engines and Redis built here, never at import),
+problem handlers, middleware."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from app.api.problems import Problem, install_problem_handlers
+from app.api.routes import health, items, sessions
+from app.locks import build_locks
+from app.services.runtime import Runtime
+from app.settings import Settings, get_settings
+from app.store.db import Store
+
+API_DESCRIPTION = """Conversation state for LLM agents: append what happened, read back a
+budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/problem+json`."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = Store.from_url(
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+        )
+        locks = build_locks(
+            settings.redis_url,
+            wait_seconds=settings.lock.wait_seconds,
+            ttl_seconds=settings.lock.ttl_seconds,
+            socket_timeout=settings.lock.redis_timeout_seconds,
+        )
+        app.state.runtime = Runtime(settings=settings, store=store, locks=locks)
+        try:
+            yield
+        finally:
+            await locks.close()
+            await store.dispose()
+
+    app = FastAPI(
+        title="Session Memory Service",
+        version="0.1.0",
+        description=API_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    install_problem_handlers(app)
+    app.include_router(sessions.router)
+    app.include_router(items.router)
+    app.include_router(health.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    _declare_problem_schema(app)
+    return app
+
+
+def _declare_problem_schema(app: FastAPI) -> None:
+    """Make ``Problem`` a named component even if no route lists it as a response model."""
+    original = app.openapi
+
+    def openapi() -> dict:  # type: ignore[type-arg]
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = original()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.setdefault(
+            "Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        )
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

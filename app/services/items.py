@@ -1,0 +1,194 @@
+"""Item use cases: append a batch, read working memory.
+
+An append validates and measures the whole batch (tokens, chars) before taking the lock, then
+makes exactly four statements under it: the session-row update that allocates the seq range
+(and fences on ``If-Match``), one multi-row INSERT of the items, one event, commit. It never
+reads or rewrites earlier items, so its cost does not grow with the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.errors import InvalidInput, ItemNotFound, LimitExceeded
+from app.domain.items import NewItem, StoredItem, body_to_dict, item_chars, new_item_id
+from app.domain.sessions import check_session_id
+from app.domain.tokens import item_tokens
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
+from app.services.sessions import check_visible, fail_write, json_size, load_session
+from app.store.events import EventRepository
+from app.store.items import ItemRepository
+from app.store.sessions import Counters, SessionRepository
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    items: list[StoredItem]
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    item: NewItem
+    tokens: int
+    chars: int
+
+
+def ingest_batch(fmt: str, raw_items: list[Any], *, system: Any = None) -> list[NewItem]:
+    """Normalise a batch written in ``fmt`` (the formats module knows every wire format)."""
+    import importlib
+
+    ingest = getattr(importlib.import_module("app.domain.formats"), "ingest", None)
+    if ingest is None:  # TEMPORARY until the formats package lands
+        from app.domain.items import parse_canonical_items
+
+        return parse_canonical_items(raw_items)
+    return ingest(fmt, raw_items, system=system)  # type: ignore[no-any-return]
+
+
+def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
+    limits = rt.settings.limits
+    if not batch:
+        raise InvalidInput(
+            "a batch needs at least one item", errors=[{"loc": ["items"], "msg": "empty"}]
+        )
+    if len(batch) > limits.max_items_per_append:
+        raise LimitExceeded(
+            f"a batch holds at most {limits.max_items_per_append} items, got {len(batch)}",
+            errors=[{"loc": ["items"], "msg": "too many items"}],
+        )
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, item in enumerate(batch):
+        if item.id is not None:
+            if item.id in seen:
+                errors.append({"loc": ["items", index, "id"], "msg": "duplicate id in the batch"})
+            seen.add(item.id)
+        if json_size(body_to_dict(item.body)) > limits.max_item_bytes:
+            errors.append(
+                {"loc": ["items", index], "msg": f"item larger than {limits.max_item_bytes} bytes"}
+            )
+        if item.metadata and json_size(item.metadata) > limits.max_metadata_bytes:
+            errors.append(
+                {
+                    "loc": ["items", index, "metadata"],
+                    "msg": f"metadata larger than {limits.max_metadata_bytes} bytes",
+                }
+            )
+    if errors:
+        cls = LimitExceeded if any("larger" in e["msg"] for e in errors) else InvalidInput
+        raise cls(f"{len(errors)} problem(s) in the batch; nothing was stored", errors=errors)
+    return [Measured(item, item_tokens(item.body), item_chars(item.body)) for item in batch]
+
+
+async def append_items(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    *,
+    batch: Sequence[NewItem],
+    if_match: int | None = None,
+    create: bool = False,
+    idempotency: IdempotencyRequest | None = None,
+    encode: Any,
+) -> Encoded:
+    check_session_id(session_id)
+    check_visible(actor, session_id)
+    measured = check_batch(rt, batch)
+    count = len(measured)
+    tokens = sum(m.tokens for m in measured)
+    chars = sum(m.chars for m in measured)
+
+    async def op(db: AsyncConnection, now: datetime) -> AppendResult:
+        sessions = SessionRepository(db)
+        created = create and await sessions.insert_if_missing(
+            tenant_id=actor.tenant_id, session_id=session_id, now=now
+        )
+        state = await sessions.bump(
+            actor.tenant_id,
+            session_id,
+            counters=Counters(
+                items=count, tokens=tokens, chars=chars, new_seqs=count, events=1 + created
+            ),
+            now=now,
+            expected_version=if_match,
+        )
+        if state is None:
+            await fail_write(db, actor, session_id, if_match)
+            raise AssertionError("unreachable")
+        first_seq = state.last_seq - count + 1
+        stored = [
+            StoredItem(
+                body=m.item.body,
+                id=m.item.id or new_item_id(),
+                seq=first_seq + i,
+                tokens=m.tokens,
+                chars=m.chars,
+                pinned=m.item.pinned,
+                metadata=m.item.metadata,
+                created_at=now,
+            )
+            for i, m in enumerate(measured)
+        ]
+        await ItemRepository(db).insert(actor.tenant_id, session_id, stored)
+        appended = event(
+            actor,
+            seq=state.event_seq,
+            type="appended",
+            version=state.version,
+            now=now,
+            data={"count": count, "first_seq": first_seq, "last_seq": state.last_seq},
+        )
+        log = [appended]
+        if created:
+            log.insert(
+                0,
+                event(
+                    actor, seq=state.event_seq - 1, type="created", version=state.version, now=now
+                ),
+            )
+        await EventRepository(db).insert(actor.tenant_id, session_id, log)
+        return AppendResult(stored, state.version)
+
+    _, encoded = await rt.run_write(
+        actor, session_id, op=op, encode=encode, idempotency=idempotency
+    )
+    return encoded
+
+
+async def list_items(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    *,
+    after_seq: int | None,
+    limit: int,
+    last: int | None = None,
+) -> tuple[list[StoredItem], int | None, int]:
+    """A page of working memory and the cursor of the next page (None at the end)."""
+    async with rt.store.read() as db:
+        state = await load_session(db, actor, session_id)
+        repo = ItemRepository(db)
+        if last is not None:
+            page = await repo.last_live(actor.tenant_id, session_id, count=last)
+            return page, None, state.version
+        page = await repo.list_live(
+            actor.tenant_id, session_id, after_seq=after_seq, limit=limit + 1
+        )
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (page[-1].seq if more and page else None), state.version
+
+
+async def get_item(rt: Runtime, actor: Actor, session_id: str, item_id: str) -> StoredItem:
+    async with rt.store.read() as db:
+        await load_session(db, actor, session_id)
+        item = await ItemRepository(db).get_live(actor.tenant_id, session_id, item_id)
+    if item is None:
+        raise ItemNotFound(f"item {item_id!r} is not in working memory")
+    return item

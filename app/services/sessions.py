@@ -1,0 +1,212 @@
+"""Session use cases: create, read, list, update, delete."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.errors import LimitExceeded, SessionNotFound, VersionMismatch
+from app.domain.items import new_item_id
+from app.domain.sessions import SessionState, check_config, check_session_id
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
+from app.store.events import EventRepository
+from app.store.sessions import Counters, SessionRepository
+
+_UNSET: Any = object()
+
+
+def json_size(value: object) -> int:
+    return len(orjson.dumps(value))
+
+
+def check_visible(actor: Actor, session_id: str) -> None:
+    """A key confined to a prefix sees nothing outside it: 404, like another tenant's."""
+    if actor.session_prefix and not session_id.startswith(actor.session_prefix):
+        raise SessionNotFound(f"session {session_id!r} not found")
+
+
+async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
+    check_visible(actor, session_id)
+    state = await SessionRepository(db).get(actor.tenant_id, session_id)
+    if state is None:
+        raise SessionNotFound(f"session {session_id!r} not found")
+    return state
+
+
+async def fail_write(
+    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
+) -> None:
+    """Explain why a fenced update matched no row: missing session or stale version."""
+    state = await SessionRepository(db).get(actor.tenant_id, session_id)
+    if state is None:
+        raise SessionNotFound(f"session {session_id!r} not found")
+    raise VersionMismatch(f"session is at version {state.version}, the request expected {if_match}")
+
+
+def _check_sizes(
+    rt: Runtime, *, metadata: Any = None, config: Any = None, summary: Any = None
+) -> None:
+    limits = rt.settings.limits
+    if metadata is not None and json_size(metadata) > limits.max_metadata_bytes:
+        raise LimitExceeded(
+            f"metadata is larger than {limits.max_metadata_bytes} bytes",
+            errors=[{"loc": ["metadata"], "msg": "too large"}],
+        )
+    if config is not None and json_size(config) > limits.max_config_bytes:
+        raise LimitExceeded(
+            f"config is larger than {limits.max_config_bytes} bytes",
+            errors=[{"loc": ["config"], "msg": "too large"}],
+        )
+    if isinstance(summary, str) and len(summary) > limits.max_summary_chars:
+        raise LimitExceeded(
+            f"summary is longer than {limits.max_summary_chars} characters",
+            errors=[{"loc": ["summary"], "msg": "too long"}],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCreateCommand:
+    id: str | None
+    metadata: dict[str, Any]
+    config: dict[str, Any]
+    summary: str | None
+
+
+async def create_session(
+    rt: Runtime,
+    actor: Actor,
+    command: SessionCreateCommand,
+    *,
+    encode: Any,
+    idempotency: IdempotencyRequest | None = None,
+) -> Encoded:
+    session_id = check_session_id(command.id) if command.id else "ses_" + new_item_id()[4:]
+    check_visible(actor, session_id)
+    _check_sizes(rt, metadata=command.metadata, config=command.config, summary=command.summary)
+    config = check_config(command.config)
+
+    async def op(db: AsyncConnection, now: datetime) -> SessionState:
+        state = await SessionRepository(db).insert(
+            tenant_id=actor.tenant_id,
+            session_id=session_id,
+            metadata=command.metadata,
+            config=config,
+            summary=command.summary,
+            now=now,
+        )
+        await EventRepository(db).insert(
+            actor.tenant_id,
+            session_id,
+            [event(actor, seq=1, type="created", version=1, now=now)],
+        )
+        return state
+
+    _, encoded = await rt.run_write(
+        actor, session_id, op=op, encode=encode, idempotency=idempotency
+    )
+    return encoded
+
+
+async def get_session(rt: Runtime, actor: Actor, session_id: str) -> SessionState:
+    async with rt.store.read() as db:
+        return await load_session(db, actor, session_id)
+
+
+async def list_sessions(
+    rt: Runtime, actor: Actor, *, after_id: str | None, limit: int, prefix: str | None = None
+) -> tuple[list[SessionState], str | None]:
+    if actor.session_prefix:
+        # The effective filter is the narrower of the two prefixes; disjoint ones match nothing.
+        if prefix is None or actor.session_prefix.startswith(prefix):
+            prefix = actor.session_prefix
+        elif not prefix.startswith(actor.session_prefix):
+            return [], None
+    async with rt.store.read() as db:
+        rows = await SessionRepository(db).list(
+            actor.tenant_id, after_id=after_id, limit=limit + 1, prefix=prefix
+        )
+    next_after = rows[limit - 1].id if len(rows) > limit else None
+    return rows[:limit], next_after
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUpdateCommand:
+    metadata: Any = _UNSET
+    config: Any = _UNSET
+    summary: Any = _UNSET
+
+
+async def update_session(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    command: SessionUpdateCommand,
+    *,
+    if_match: int | None,
+    encode: Any,
+) -> Encoded:
+    check_visible(actor, session_id)
+    values: dict[str, Any] = {}
+    if command.metadata is not _UNSET:
+        _check_sizes(rt, metadata=command.metadata)
+        values["metadata"] = command.metadata or {}
+    if command.config is not _UNSET:
+        _check_sizes(rt, config=command.config)
+        values["config"] = check_config(command.config or {})
+    if command.summary is not _UNSET:
+        _check_sizes(rt, summary=command.summary)
+        values["summary"] = command.summary or None
+
+    async def op(db: AsyncConnection, now: datetime) -> SessionState:
+        repo = SessionRepository(db)
+        state = await repo.bump(
+            actor.tenant_id,
+            session_id,
+            counters=Counters(),
+            now=now,
+            expected_version=if_match,
+            values=values,
+        )
+        if state is None:
+            await fail_write(db, actor, session_id, if_match)
+            raise AssertionError("unreachable")
+        changed = sorted(values)
+        kind = "config_updated" if "config" in values else "updated"
+        await EventRepository(db).insert(
+            actor.tenant_id,
+            session_id,
+            [
+                event(
+                    actor,
+                    seq=state.event_seq,
+                    type=kind,
+                    version=state.version,
+                    now=now,
+                    data={"fields": changed},
+                )
+            ],
+        )
+        return state
+
+    _, encoded = await rt.run_write(actor, session_id, op=op, encode=encode)
+    return encoded
+
+
+async def delete_session(
+    rt: Runtime, actor: Actor, session_id: str, *, if_match: int | None
+) -> None:
+    check_visible(actor, session_id)
+
+    async def op(db: AsyncConnection, now: datetime) -> None:
+        state = await load_session(db, actor, session_id)
+        if if_match is not None and state.version != if_match:
+            raise VersionMismatch(
+                f"session is at version {state.version}, the request expected {if_match}"
+            )
+        await SessionRepository(db).delete_everything(actor.tenant_id, session_id)
+
+    await rt.run_write(actor, session_id, op=op, encode=lambda _: Encoded(204, ""))

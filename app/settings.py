@@ -1,0 +1,92 @@
+"""Settings: the one place configuration is read from the environment.
+
+Flat names for the common variables (``DATABASE_URL``, ``REDIS_URL``, ``HOST``, ``PORT``), nested
+groups with ``__`` for the rest (``LIMITS__MAX_ITEMS_PER_APPEND=500``, ``LLM__BASE_URL=...``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./data/session-memory.db"
+
+
+class Limits(BaseModel):
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="request body size (413 above)"
+    )
+    max_items_per_append: int = Field(1000, ge=1)
+    max_item_bytes: int = Field(1024 * 1024, ge=256, description="one item's JSON size")
+    max_metadata_bytes: int = Field(16 * 1024, ge=16, description="metadata object's JSON size")
+    max_config_bytes: int = Field(64 * 1024, ge=256)
+    max_summary_chars: int = Field(200_000, ge=1)
+
+
+class LockSettings(BaseModel):
+    wait_seconds: float = Field(10.0, gt=0, description="how long a writer waits for the lock")
+    ttl_seconds: float = Field(15.0, gt=0.05, description="Redis lock expiry, renewed while held")
+    redis_timeout_seconds: float = Field(1.0, gt=0, description="socket timeout to Redis")
+
+
+class LLMSettings(BaseModel):
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible base URL, e.g. http://host/v1"
+    )
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(60.0, gt=0)
+    retries: int = Field(2, ge=0)
+    json_mode: bool = True
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_nested_delimiter="__",
+        env_file=None,
+        extra="ignore",
+        case_sensitive=False,
+    )
+
+    database_url: str = Field(DEFAULT_SQLITE_URL, description="SQLAlchemy async URL")
+    redis_url: str | None = Field(None, description="unset: in-process lock (single process)")
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    auto_migrate: bool = Field(True, description="`serve` runs migrations first")
+    db_pool_size: int = Field(10, ge=1)
+    db_max_overflow: int = Field(10, ge=0)
+    idempotency_ttl_seconds: int = Field(24 * 3600, ge=60)
+    log_level: str = "info"
+    limits: Limits = Field(default_factory=Limits)
+    lock: LockSettings = Field(default_factory=LockSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        # Accept the usual spellings and pick the async driver we ship.
+        if value.startswith("postgres://"):
+            value = "postgresql://" + value[len("postgres://") :]
+        if value.startswith("postgresql://"):
+            value = "postgresql+psycopg://" + value[len("postgresql://") :]
+        if value.startswith("sqlite:///"):
+            value = "sqlite+aiosqlite:///" + value[len("sqlite:///") :]
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def sqlite_path(self) -> Path | None:
+        if not self.is_sqlite:
+            return None
+        path = self.database_url.split(":///", 1)[1]
+        return None if path in ("", ":memory:") else Path(path)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

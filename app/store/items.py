@@ -1,0 +1,208 @@
+"""ItemRepository: every SQL statement on a session's items (working memory and archive).
+
+Working memory is the non-archived rows; the archive keeps everything that ever left it.
+Reads of working memory go through the partial index ``ix_items_live_seq`` so their cost
+follows the rows returned, not the session's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.errors import DuplicateItemId
+from app.domain.items import StoredItem, body_from_dict, body_to_dict
+from app.store.tables import items as t
+
+_ITEM_COLUMNS = [
+    t.c.seq,
+    t.c.item_id,
+    t.c.body,
+    t.c.tokens,
+    t.c.chars,
+    t.c.pinned,
+    t.c.metadata,
+    t.c.created_at,
+]
+
+
+def _item(row: sa.Row[Any]) -> StoredItem:
+    m = row._mapping
+    return StoredItem(
+        body=body_from_dict(m["body"]),
+        id=m["item_id"],
+        seq=m["seq"],
+        tokens=m["tokens"],
+        chars=m["chars"],
+        pinned=m["pinned"],
+        metadata=m["metadata"],
+        created_at=m["created_at"],
+    )
+
+
+def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any]:
+    body = item.body
+    return {
+        "tenant_id": tenant_id,
+        "session_id": session_id,
+        "seq": item.seq,
+        "item_id": item.id,
+        "type": body.type,
+        "role": getattr(body, "role", None),
+        "call_id": getattr(body, "call_id", None),
+        "body": body_to_dict(body),
+        "tokens": item.tokens,
+        "chars": item.chars,
+        "pinned": item.pinned,
+        "metadata": item.metadata,
+        "archived": False,
+        "created_at": item.created_at,
+    }
+
+
+class ItemRepository:
+    def __init__(self, db: AsyncConnection) -> None:
+        self.db = db
+
+    def _session(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
+        return sa.and_(t.c.tenant_id == tenant_id, t.c.session_id == session_id)
+
+    def _live(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
+        return sa.and_(self._session(tenant_id, session_id), sa.not_(t.c.archived))
+
+    async def insert(self, tenant_id: str, session_id: str, batch: Sequence[StoredItem]) -> None:
+        """One INSERT round trip for the whole batch; duplicate live ids raise DuplicateItemId."""
+        if not batch:
+            return
+        rows = [item_row(tenant_id, session_id, item) for item in batch]
+        try:
+            # No savepoint: a failure aborts the whole write, which is what we want.
+            await self.db.execute(sa.insert(t), rows)
+        except IntegrityError as exc:
+            raise DuplicateItemId("an item id in the batch is already in working memory") from exc
+
+    async def live_ids_among(
+        self, tenant_id: str, session_id: str, item_ids: Sequence[str]
+    ) -> list[str]:
+        if not item_ids:
+            return []
+        stmt = sa.select(t.c.item_id).where(
+            self._live(tenant_id, session_id), t.c.item_id.in_(list(item_ids))
+        )
+        return [r[0] for r in (await self.db.execute(stmt)).all()]
+
+    async def list_live(
+        self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
+    ) -> list[StoredItem]:
+        stmt = sa.select(*_ITEM_COLUMNS).where(self._live(tenant_id, session_id))
+        if after_seq is not None:
+            stmt = stmt.where(t.c.seq > after_seq)
+        stmt = stmt.order_by(t.c.seq).limit(limit)
+        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+
+    async def last_live(self, tenant_id: str, session_id: str, *, count: int) -> list[StoredItem]:
+        """The newest ``count`` items of working memory, oldest first."""
+        stmt = (
+            sa.select(*_ITEM_COLUMNS)
+            .where(self._live(tenant_id, session_id))
+            .order_by(t.c.seq.desc())
+            .limit(count)
+        )
+        rows = (await self.db.execute(stmt)).all()
+        return [_item(r) for r in reversed(rows)]
+
+    async def first_live(self, tenant_id: str, session_id: str, *, count: int) -> list[StoredItem]:
+        return await self.list_live(tenant_id, session_id, after_seq=None, limit=count)
+
+    async def live_from_seq(
+        self, tenant_id: str, session_id: str, *, from_seq: int
+    ) -> list[StoredItem]:
+        stmt = (
+            sa.select(*_ITEM_COLUMNS)
+            .where(self._live(tenant_id, session_id), t.c.seq >= from_seq)
+            .order_by(t.c.seq)
+        )
+        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+
+    async def mandatory_live(
+        self, tenant_id: str, session_id: str, *, before_seq: int
+    ) -> list[StoredItem]:
+        """Pinned items and system/developer messages older than ``before_seq``."""
+        stmt = (
+            sa.select(*_ITEM_COLUMNS)
+            .where(
+                self._live(tenant_id, session_id),
+                t.c.seq < before_seq,
+                sa.or_(t.c.pinned, t.c.role.in_(("system", "developer"))),
+            )
+            .order_by(t.c.seq)
+        )
+        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+
+    async def get_live(self, tenant_id: str, session_id: str, item_id: str) -> StoredItem | None:
+        stmt = sa.select(*_ITEM_COLUMNS).where(
+            self._live(tenant_id, session_id), t.c.item_id == item_id
+        )
+        row = (await self.db.execute(stmt)).first()
+        return _item(row) if row else None
+
+    async def nth_newest_seq(self, tenant_id: str, session_id: str, *, n: int) -> int | None:
+        """The seq of the n-th newest live item (1 = newest), or None if there are fewer."""
+        stmt = (
+            sa.select(t.c.seq)
+            .where(self._live(tenant_id, session_id))
+            .order_by(t.c.seq.desc())
+            .offset(n - 1)
+            .limit(1)
+        )
+        return (await self.db.execute(stmt)).scalar()
+
+    async def first_live_seq(self, tenant_id: str, session_id: str) -> int | None:
+        stmt = sa.select(sa.func.min(t.c.seq)).where(self._live(tenant_id, session_id))
+        return (await self.db.execute(stmt)).scalar()
+
+    async def history(
+        self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
+    ) -> list[tuple[StoredItem, bool, str | None]]:
+        stmt = sa.select(*_ITEM_COLUMNS, t.c.archived, t.c.archived_reason).where(
+            self._session(tenant_id, session_id)
+        )
+        if after_seq is not None:
+            stmt = stmt.where(t.c.seq > after_seq)
+        stmt = stmt.order_by(t.c.seq).limit(limit)
+        return [
+            (_item(r), r._mapping["archived"], r._mapping["archived_reason"])
+            for r in (await self.db.execute(stmt)).all()
+        ]
+
+    async def archive(
+        self,
+        tenant_id: str,
+        session_id: str,
+        *,
+        reason: str,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        seqs: Sequence[int] | None = None,
+    ) -> int:
+        """Move live items out of working memory (they stay in the archive)."""
+        stmt = sa.update(t).where(self._live(tenant_id, session_id))
+        if first_seq is not None:
+            stmt = stmt.where(t.c.seq >= first_seq)
+        if last_seq is not None:
+            stmt = stmt.where(t.c.seq <= last_seq)
+        if seqs is not None:
+            stmt = stmt.where(t.c.seq.in_(list(seqs)))
+        result = await self.db.execute(stmt.values(archived=True, archived_reason=reason))
+        return int(result.rowcount or 0)
+
+    async def delete_session(self, tenant_id: str, session_id: str) -> None:
+        await self.db.execute(sa.delete(t).where(self._session(tenant_id, session_id)))
+
+    async def created_at_now(self) -> datetime:  # pragma: no cover - convenience for tests
+        return (await self.db.execute(sa.select(sa.func.now()))).scalar_one()

@@ -1,0 +1,193 @@
+"""SessionRepository: every SQL statement on the ``sessions`` row of a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.errors import SessionExists
+from app.domain.sessions import SessionState
+from app.store.tables import compactions, events, items, snapshots
+from app.store.tables import sessions as t
+
+_COLUMNS = [
+    t.c.tenant_id,
+    t.c.id,
+    t.c.version,
+    t.c.summary,
+    t.c.metadata,
+    t.c.config,
+    t.c.item_count,
+    t.c.token_count,
+    t.c.char_count,
+    t.c.last_seq,
+    t.c.event_seq,
+    t.c.epoch,
+    t.c.last_compaction,
+    t.c.created_at,
+    t.c.updated_at,
+]
+
+
+def _insert(db: AsyncConnection) -> Any:
+    return sqlite.insert if db.dialect.name == "sqlite" else postgresql.insert
+
+
+def _state(row: sa.Row[Any]) -> SessionState:
+    return SessionState(**row._mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Changes applied to a session row by one write."""
+
+    items: int = 0
+    tokens: int = 0
+    chars: int = 0
+    new_seqs: int = 0
+    events: int = 1
+
+
+class SessionRepository:
+    def __init__(self, db: AsyncConnection) -> None:
+        self.db = db
+
+    def _key(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
+        return sa.and_(t.c.tenant_id == tenant_id, t.c.id == session_id)
+
+    async def get(self, tenant_id: str, session_id: str) -> SessionState | None:
+        row = (
+            await self.db.execute(sa.select(*_COLUMNS).where(self._key(tenant_id, session_id)))
+        ).first()
+        return _state(row) if row else None
+
+    async def exists(self, tenant_id: str, session_id: str) -> bool:
+        row = await self.db.execute(sa.select(t.c.version).where(self._key(tenant_id, session_id)))
+        return row.first() is not None
+
+    async def insert(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        config: dict[str, Any],
+        summary: str | None,
+        now: datetime,
+    ) -> SessionState:
+        values = dict(
+            tenant_id=tenant_id,
+            id=session_id,
+            version=1,
+            summary=summary,
+            metadata=metadata,
+            config=config,
+            item_count=0,
+            token_count=0,
+            char_count=0,
+            last_seq=0,
+            event_seq=1,
+            epoch=0,
+            last_compaction=None,
+            created_at=now,
+            updated_at=now,
+        )
+        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing()
+        result = await self.db.execute(stmt)
+        if not result.rowcount:
+            raise SessionExists(f"session {session_id!r} already exists")
+        return SessionState(**values)  # type: ignore[arg-type]
+
+    async def insert_if_missing(self, *, tenant_id: str, session_id: str, now: datetime) -> bool:
+        """Create an empty session unless it exists (``?create=true`` appends); True if created.
+
+        The ``created`` event is written by the caller when this returns True.
+        """
+        stmt = (
+            _insert(self.db)(t)
+            .values(
+                tenant_id=tenant_id,
+                id=session_id,
+                version=0,
+                summary=None,
+                metadata={},
+                config={},
+                item_count=0,
+                token_count=0,
+                char_count=0,
+                last_seq=0,
+                event_seq=0,
+                epoch=0,
+                last_compaction=None,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing()
+        )
+        return bool((await self.db.execute(stmt)).rowcount)
+
+    async def bump(
+        self,
+        tenant_id: str,
+        session_id: str,
+        *,
+        counters: Counters,
+        now: datetime,
+        expected_version: int | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> SessionState | None:
+        """Apply one write to the session row atomically and return the new state.
+
+        ``version`` goes up by one, ``last_seq`` by the number of new seqs, the counters by their
+        deltas. With ``expected_version`` the update only happens if the version still matches
+        (fencing): ``None`` comes back when it does not, or when the session does not exist.
+        The row stays locked until the transaction ends, so concurrent writers serialise here
+        even if a distributed lock was lost.
+        """
+        where = self._key(tenant_id, session_id)
+        if expected_version is not None:
+            where = sa.and_(where, t.c.version == expected_version)
+        stmt = (
+            sa.update(t)
+            .where(where)
+            .values(
+                version=t.c.version + 1,
+                last_seq=t.c.last_seq + counters.new_seqs,
+                event_seq=t.c.event_seq + counters.events,
+                item_count=t.c.item_count + counters.items,
+                token_count=t.c.token_count + counters.tokens,
+                char_count=t.c.char_count + counters.chars,
+                updated_at=now,
+                **(values or {}),
+            )
+            .returning(*_COLUMNS)
+        )
+        row = (await self.db.execute(stmt)).first()
+        return _state(row) if row else None
+
+    async def list(
+        self, tenant_id: str, *, after_id: str | None, limit: int, prefix: str | None = None
+    ) -> list[SessionState]:
+        stmt = sa.select(*_COLUMNS).where(t.c.tenant_id == tenant_id)
+        if after_id is not None:
+            stmt = stmt.where(t.c.id > after_id)
+        if prefix:
+            stmt = stmt.where(t.c.id.startswith(prefix, autoescape=True))
+        stmt = stmt.order_by(t.c.id).limit(limit)
+        return [_state(r) for r in (await self.db.execute(stmt)).all()]
+
+    async def delete_everything(self, tenant_id: str, session_id: str) -> bool:
+        """Delete the session and every row that belongs to it (items, archive, events, ...)."""
+        for child in (items, events, snapshots, compactions):
+            await self.db.execute(
+                sa.delete(child).where(
+                    child.c.tenant_id == tenant_id, child.c.session_id == session_id
+                )
+            )
+        result = await self.db.execute(sa.delete(t).where(self._key(tenant_id, session_id)))
+        return bool(result.rowcount)

@@ -1,0 +1,188 @@
+"""Table definitions (SQLAlchemy Core), shared by the repositories and the migrations.
+
+Every primary key and unique constraint leads with the tenant and the session id, every hot
+query touches one session, and no sequence is used on the write path (``seq`` comes from the
+session row), so the tables can be distributed by session (Citus) without a schema change.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite keeps no zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        if value is not None and dialect.name == "sqlite":
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+TENANT = sa.String(64)
+SID = sa.String(128)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("id", SID, primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("summary", sa.Text, nullable=True),
+    sa.Column("metadata", JSONType, nullable=False),
+    sa.Column("config", JSONType, nullable=False),
+    sa.Column("item_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("token_count", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("char_count", sa.BigInteger, nullable=False, server_default="0"),
+    # Highest seq ever handed out: seqs are never reused, even after pop or clear.
+    sa.Column("last_seq", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("event_seq", sa.BigInteger, nullable=False, server_default="0"),
+    # Bumped whenever working memory is replaced wholesale (restore, clear): a compaction that
+    # started before refuses to commit.
+    sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_compaction", JSONType, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+items = sa.Table(
+    "items",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("item_id", sa.String(128), nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("role", sa.String(16), nullable=True),
+    sa.Column("call_id", sa.String(256), nullable=True),
+    sa.Column("body", JSONType, nullable=False),
+    sa.Column("tokens", sa.Integer, nullable=False),
+    sa.Column("chars", sa.Integer, nullable=False),
+    sa.Column("pinned", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("metadata", JSONType, nullable=False),
+    sa.Column("archived", sa.Boolean, nullable=False, server_default=sa.false()),
+    # why it left working memory: compacted | cleared | restored | popped
+    sa.Column("archived_reason", sa.String(16), nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+_LIVE = sa.text("NOT archived")
+sa.Index(
+    "uq_items_live_item_id",
+    items.c.tenant_id,
+    items.c.session_id,
+    items.c.item_id,
+    unique=True,
+    postgresql_where=_LIVE,
+    sqlite_where=_LIVE,
+)
+sa.Index(
+    "ix_items_live_seq",
+    items.c.tenant_id,
+    items.c.session_id,
+    items.c.seq,
+    postgresql_where=_LIVE,
+    sqlite_where=_LIVE,
+)
+# The items a projection must always consider, whatever the budget: found without a scan.
+_MANDATORY = sa.text("NOT archived AND (pinned OR role IN ('system', 'developer'))")
+sa.Index(
+    "ix_items_live_mandatory",
+    items.c.tenant_id,
+    items.c.session_id,
+    items.c.seq,
+    postgresql_where=_MANDATORY,
+    sqlite_where=_MANDATORY,
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("request_id", sa.String(128), nullable=True),
+    sa.Column("actor", sa.String(128), nullable=True),
+    sa.Column("data", JSONType, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("method", sa.String(8), primary_key=True),
+    sa.Column("path", sa.String(512), primary_key=True),
+    sa.Column("key", sa.String(256), primary_key=True),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("status_code", sa.Integer, nullable=False),
+    sa.Column("response", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False, index=True),
+)
+
+snapshots = sa.Table(
+    "snapshots",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("label", sa.String(256), nullable=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("item_count", sa.Integer, nullable=False),
+    sa.Column("document", JSONType, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+compactions = sa.Table(
+    "compactions",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("policy", sa.String(32), nullable=False),
+    sa.Column("result", JSONType, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", TENANT, nullable=False, index=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("scopes", JSONType, nullable=False),
+    sa.Column("session_prefix", sa.String(128), nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("revoked_at", UTCDateTime, nullable=True),
+)
