@@ -77,14 +77,14 @@ class _KeyedLocal:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
-    async def hold(self, key: str, timeout: float) -> AsyncIterator[None]:
+    async def hold(self, key: str, wait_seconds: float) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))
         if lock is None:
             lock = asyncio.Lock()
         self._locks[key] = (lock, users + 1)
         try:
             try:
-                await asyncio.wait_for(lock.acquire(), timeout=max(timeout, 0.001))
+                await asyncio.wait_for(lock.acquire(), timeout=max(wait_seconds, 0.001))
             except TimeoutError:
                 raise LockTimeout(
                     "another write to this session is in progress; retry shortly",

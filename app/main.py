@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from app.api.problems import Problem, install_problem_handlers
+from app.api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
 from app.api.routes import health, items, sessions
 from app.locks import build_locks
 from app.services.runtime import Runtime
@@ -60,18 +61,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _declare_problem_schema(app: FastAPI) -> None:
-    """Make ``Problem`` a named component even if no route lists it as a response model."""
+    """Errors are problem documents in the spec too: ``Problem`` is a named component and
+    FastAPI's default 422 body is replaced by it."""
     original = app.openapi
+    done: list[dict[str, Any]] = []
 
-    def openapi() -> dict:  # type: ignore[type-arg]
-        if app.openapi_schema:
-            return app.openapi_schema
+    def openapi() -> dict[str, Any]:
+        if done:
+            return done[0]
         schema = original()
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.setdefault(
-            "Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-        )
+        problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in problem.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components.setdefault("Problem", problem)
+        problem_ref = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for methods in schema.get("paths", {}).values():
+            for operation in methods.values():
+                responses = operation.get("responses", {})
+                for status, response in responses.items():
+                    refs = str(response.get("content", ""))
+                    if status[0] in "45" and ("Readiness" not in refs):
+                        response["content"] = dict(problem_ref)
+                if "422" in responses:
+                    responses["422"]["description"] = "Invalid input"
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
         app.openapi_schema = schema
+        done.append(schema)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -67,27 +67,36 @@ class BodyLimitMiddleware:
                     await self._refuse(scope, receive, send)
                     return
         seen = 0
-        started = False
+        exceeded = False
+        refused = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, exceeded
+            if exceeded:
+                raise _TooLarge
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    exceeded = True
                     raise _TooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
+        async def guarded_send(message: Message) -> None:
+            # Whatever the app makes of a truncated body (frameworks turn read errors into
+            # 400s), the client gets the 413 it deserves.
+            nonlocal refused
+            if exceeded:
+                if not refused:
+                    refused = True
+                    await self._refuse(scope, receive, send)
+                return
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, guarded_send)
         except _TooLarge:
-            if not started:
+            if not refused:
                 await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -97,9 +97,8 @@ class SessionRepository:
             created_at=now,
             updated_at=now,
         )
-        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing()
-        result = await self.db.execute(stmt)
-        if not result.rowcount:
+        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
+        if (await self.db.execute(stmt)).first() is None:
             raise SessionExists(f"session {session_id!r} already exists")
         return SessionState(**values)  # type: ignore[arg-type]
 
@@ -128,8 +127,9 @@ class SessionRepository:
                 updated_at=now,
             )
             .on_conflict_do_nothing()
+            .returning(t.c.id)
         )
-        return bool((await self.db.execute(stmt)).rowcount)
+        return (await self.db.execute(stmt)).first() is not None
 
     async def bump(
         self,

@@ -15,6 +15,7 @@ from app.api.problems import problem_responses
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
 from app.domain.errors import InvalidInput
+from app.domain.items import is_valid_id
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
@@ -31,11 +32,14 @@ def _cursor_decode(cursor: str | None) -> str | None:
     if not cursor:
         return None
     try:
-        return base64.urlsafe_b64decode(cursor.encode()).decode()
+        raw = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    if not is_valid_id(raw):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
-        ) from None
+        )
+    return raw
 
 
 @router.post(
