@@ -66,13 +66,25 @@ class FunctionCallOutputItem(_Body):
     type: Literal["function_call_output"] = "function_call_output"
     call_id: str = Field(min_length=1, max_length=256)
     output: str
+    is_error: bool | None = Field(
+        default=None, description="Anthropic tool_result is_error; other formats cannot carry it"
+    )
 
 
 class ReasoningItem(_Body):
+    """Model reasoning. Provenance decides where it can be replayed:
+
+    - ``signature`` set: an Anthropic ``thinking`` block (``content`` is the thinking text);
+    - ``redacted`` true: an Anthropic ``redacted_thinking`` block (``encrypted_content`` is its data);
+    - neither: OpenAI-style reasoning (summary, content, encrypted_content).
+    """
+
     type: Literal["reasoning"] = "reasoning"
     summary: list[str] = Field(default_factory=list)
     content: str | None = None
     encrypted_content: str | None = None
+    signature: str | None = Field(default=None, description="Anthropic thinking signature")
+    redacted: bool | None = Field(default=None, description="Anthropic redacted_thinking")
 
 
 CanonicalItem: TypeAlias = Annotated[

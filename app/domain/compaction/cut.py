@@ -193,6 +193,31 @@ def _desired_cut(
     return cut
 
 
+def _nothing_reason(
+    items: Sequence[StoredItem],
+    user_positions: list[int],
+    blocked: list[bool],
+    desired: int,
+    cut: int | None,
+) -> str:
+    """Why the plan compacts nothing, in words a client can act on."""
+    if any(blocked[p] for p in user_positions if (cut or 0) < p <= desired):
+        return (
+            "nothing to compact: the user messages where the kept tail could start would split "
+            "a tool call from its output or a reasoning item from what follows it"
+        )
+    if cut is None or cut == 0:
+        first = items[user_positions[0]].seq
+        return (
+            "nothing to compact: the kept tail must start at a user message, and the keep "
+            f"settings reach back to the first one (seq {first}) or past it"
+        )
+    return (
+        f"nothing to compact: the kept tail starts at the user message at seq {items[cut].seq} "
+        "and every item before it is pinned, in the pinned prefix or a system/developer message"
+    )
+
+
 def plan_cut(
     items: Sequence[StoredItem],
     *,
@@ -214,7 +239,7 @@ def plan_cut(
     items = tuple(items)
     n = len(items)
     if n == 0:
-        return CutPlan((), (), None, "working memory is empty")
+        return CutPlan((), (), None, "nothing to compact: working memory is empty")
 
     units = _Units(items)
     staying_roots = {
@@ -248,44 +273,30 @@ def plan_cut(
     user_positions = [i for i in range(n) if is_user_message(items[i])]
     if not user_positions:
         return CutPlan(
-            (), items, None, "no user message in working memory to start the kept tail at"
+            (), items, None, "nothing to compact: no user message to start the kept tail at"
         )
 
-    desired = min(_desired_cut(items, keep_last_items, keep_last_tokens), user_positions[-1])
+    wanted = _desired_cut(items, keep_last_items, keep_last_tokens)
+    desired = min(wanted, user_positions[-1])
     cut: int | None = None
     for p in reversed(user_positions):
         if p <= desired and not blocked[p]:
             cut = p
             break
-    if cut is None:
-        if desired < user_positions[0]:
-            reason = (
-                "nothing to compact: the keep settings reach back past the first user message "
-                f"(seq {items[user_positions[0]].seq}), where the kept tail would have to start"
-            )
-        else:
-            reason = (
-                "nothing to compact: every user message at or before the cut splits a tool call "
-                "from its output or a reasoning item from what follows it"
-            )
-        return CutPlan((), items, None, reason)
-    compacted = tuple(items[i] for i in range(cut) if not stays[i])
-    if not compacted:
-        reason = (
-            f"nothing to compact: the kept tail starts at the user message at seq "
-            f"{items[cut].seq} and every item before it is pinned, in the pinned prefix "
-            "or a system/developer message"
+    compacted = () if cut is None else tuple(items[i] for i in range(cut) if not stays[i])
+    if cut is None or not compacted:
+        return CutPlan(
+            (), items, None, _nothing_reason(items, user_positions, blocked, desired, cut)
         )
-        return CutPlan((), items, None, reason)
 
     kept = tuple(items[i] for i in range(n) if i >= cut or stays[i])
     notes: list[str] = []
-    if desired < n and cut < desired and (keep_last_items or keep_last_tokens):
+    if cut < wanted < n:
         notes.append(
-            f"cut moved back from seq {items[desired].seq} to the user message at seq "
+            f"cut moved back from seq {items[wanted].seq} to the user message at seq "
             f"{items[cut].seq} to keep the turn whole"
         )
-    staying_inside = sum(1 for i in range(cut) if stays[i])
+    staying_inside = sum(stays[:cut])
     if staying_inside:
         notes.append(
             f"{staying_inside} pinned, pinned-prefix or system item(s) before the cut were kept"

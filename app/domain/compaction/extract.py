@@ -283,6 +283,10 @@ def extract_facts(items: Sequence[StoredItem]) -> ExtractedFacts:
             call, arguments, kind = calls.get(body.call_id, (None, None, "other"))
             what = _describe_call(call, arguments)
             failure = _failure_detail(body.output, kind)
+            # Anthropic's tool_result carries an explicit error flag: trust it when present.
+            if failure is None and getattr(body, "is_error", None):
+                first = next((ln.strip() for ln in body.output.splitlines() if ln.strip()), "")
+                failure = shorten(first or "the tool reported an error")
             if failure:
                 _add_unique(facts.errors, [f"{what} failed: {failure}"])
             if kind != "read":
