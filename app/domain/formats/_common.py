@@ -1,0 +1,170 @@
+"""Shared pieces of the wire formats: render entries, token/char accounting, ingest errors.
+
+Invariants:
+- a ``Usage`` is computed from a rendered payload only (never from the canonical items), so
+  ``projected_tokens`` is by construction the count of what is actually sent;
+- every string counted toward tokens is also counted toward chars, and nothing else is;
+- ingest collects every problem of a batch before failing (all-or-nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.domain.errors import InvalidInput
+from app.domain.items import (
+    ENVELOPE_FIELDS,
+    CanonicalItem,
+    ImagePart,
+    NewItem,
+    StoredItem,
+    make_new_item,
+)
+from app.domain.tokens import IMAGE_TOKENS, TokenizerName, count_text
+
+# Overhead charged per provider message / canonical item, and per tool call or tool result
+# block nested inside a message (OpenAI cookbook: 3 tokens of framing per message).
+PER_MESSAGE_TOKENS = 3
+PER_TOOL_BLOCK_TOKENS = 3
+
+IMAGE_OMITTED = "[image omitted]"
+
+_DATA_URL_RE = re.compile(r"^data:(image/(?:jpeg|png|gif|webp));base64,(.*)$", re.DOTALL)
+
+Loc = list[str | int]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One canonical body about to be rendered.
+
+    ``stored`` is the working-memory item it comes from (``None`` for a synthetic item, such as
+    a placeholder output for a call still waiting for its result); ``unit`` identifies the
+    atomic projection group it belongs to (renderers merge assistant turns only within a unit).
+    """
+
+    body: CanonicalItem
+    stored: StoredItem | None = None
+    unit: int | None = None
+
+
+def entries_of(items: Any) -> list[Entry]:
+    return [Entry(body=item.body, stored=item) for item in items]
+
+
+class TokenCache:
+    """Memoises token counts of strings for one tokenizer (per projection call)."""
+
+    def __init__(self, tokenizer: TokenizerName) -> None:
+        self.tokenizer: TokenizerName = tokenizer
+        self._cache: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = count_text(text, self.tokenizer)
+            self._cache[text] = hit
+        return hit
+
+
+@dataclass(slots=True)
+class Usage:
+    """Accumulates the tokens and chars of a rendered payload under a format's rule."""
+
+    cache: TokenCache
+    tokens: int = 0
+    chars: int = 0
+
+    def text(self, value: str) -> None:
+        self.tokens += self.cache.count(value)
+        self.chars += len(value)
+
+    def image(self, detail: str | None) -> None:
+        self.tokens += IMAGE_TOKENS.get(detail or "auto", IMAGE_TOKENS["auto"])
+
+    def overhead(self, tokens: int) -> None:
+        self.tokens += tokens
+
+
+def image_to_anthropic_source(part: ImagePart) -> dict[str, str] | None:
+    """An Anthropic image ``source`` for a canonical image, or ``None`` if it has none."""
+    match = _DATA_URL_RE.match(part.url)
+    if match:
+        return {"type": "base64", "media_type": match.group(1), "data": match.group(2)}
+    if part.url.startswith(("https://", "http://")):
+        return {"type": "url", "url": part.url}
+    return None
+
+
+@dataclass(slots=True)
+class Problems:
+    """Field-level problems of a batch; ``raise_if_any`` makes ingest all-or-nothing."""
+
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, loc: Loc, msg: str) -> None:
+        self.errors.append({"loc": ["items", *loc], "msg": msg})
+
+    def add_validation(self, loc: Loc, exc: ValidationError) -> None:
+        self.errors.extend(
+            {"loc": ["items", *loc, *e["loc"]], "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_context=False, include_input=False)
+        )
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise InvalidInput(
+                f"{len(self.errors)} invalid field(s) in the batch", errors=self.errors
+            )
+
+
+def split_envelope(entry: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(message without envelope keys, envelope) for a provider-format message."""
+    data = dict(entry)
+    envelope = {k: data.pop(k) for k in ENVELOPE_FIELDS if k in data}
+    return data, envelope
+
+
+def build_items(
+    bodies: list[CanonicalItem], envelope: dict[str, Any], loc: Loc, problems: Problems
+) -> list[NewItem]:
+    """NewItems for one provider message: the envelope goes on the first canonical item."""
+    out: list[NewItem] = []
+    for k, body in enumerate(bodies):
+        try:
+            out.append(make_new_item(body, **envelope) if k == 0 else NewItem(body=body))
+        except InvalidInput as exc:
+            for e in exc.errors or []:
+                problems.add([*loc, *e.get("loc", [])], e["msg"])
+    return out
+
+
+def check_keys(
+    data: Mapping[str, Any],
+    allowed: set[str],
+    loc: Loc,
+    problems: Problems,
+    *,
+    ignorable_if_empty: frozenset[str] = frozenset(),
+    ignored: frozenset[str] = frozenset(),
+) -> None:
+    """Unknown keys are errors (never silently dropped); some are tolerated when empty, and
+    transport-only hints (``ignored``, e.g. ``cache_control``) are always dropped."""
+    for key, value in data.items():
+        if key in allowed or key in ignored:
+            continue
+        if key in ignorable_if_empty and value in (None, [], {}, ""):
+            continue
+        problems.add([*loc, key], "field not supported by the canonical item model")
+
+
+def expect_str(value: Any, loc: Loc, problems: Problems, *, name: str) -> str | None:
+    if isinstance(value, str):
+        return value
+    problems.add(loc, f"{name} must be a string")
+    return None

@@ -1,0 +1,540 @@
+"""Wire formats: ingest tables, round trips (DESIGN §2 invariant 9), strict SDK validation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.domain.errors import InvalidInput
+from app.domain.formats import ingest, payload_usage, render
+from app.domain.items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    MessageItem,
+    ReasoningItem,
+    StoredItem,
+    body_to_dict,
+)
+from app.domain.projection import Budget, project_context
+from tests.domain.strategies import FORMATS, Session, sessions, store
+from tests.support.provider_validation import PayloadError, validate_payload
+
+PROPS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+_WIRE_ONLY = {"seq", "tokens", "chars", "created_at"}
+
+
+def _full(session: Session, fmt: str) -> dict[str, Any]:
+    return project_context(session.source(), Budget(), format=fmt).payload  # type: ignore[arg-type]
+
+
+def _ingest_payload(fmt: str, payload: dict[str, Any]) -> list[Any]:
+    if fmt == "canonical":
+        return ingest(
+            "canonical",
+            [{k: v for k, v in i.items() if k not in _WIRE_ONLY} for i in payload["items"]],
+        )
+    if fmt == "openai-chat":
+        return ingest("openai-chat", payload["messages"])
+    if fmt == "openai-responses":
+        return ingest("openai-responses", payload["input"])
+    return ingest("anthropic", payload["messages"], system=payload.get("system"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@PROPS
+@given(session=sessions())
+def test_render_ingest_render_is_identity(fmt: str, session: Session) -> None:
+    """Ingest what a projection sent, project again with no budget: the same payload back."""
+    first = _full(session, fmt)
+    again = _full(Session(items=store(_ingest_payload(fmt, first)), summary=None), fmt)
+    if fmt == "canonical":
+        strip = lambda p: [body_to_dict(x.body) for x in _ingest_payload("canonical", p)]  # noqa: E731
+        assert strip(again) == strip(first)
+    else:
+        assert json.dumps(again) == json.dumps(first)
+
+
+def _well_formed(items: list[StoredItem]) -> list[StoredItem]:
+    """Without calls still waiting for output and reasoning left with no model output after."""
+    answered = {it.body.call_id for it in items if isinstance(it.body, FunctionCallOutputItem)}
+    items = [
+        it
+        for it in items
+        if not (isinstance(it.body, FunctionCallItem) and it.body.call_id not in answered)
+    ]
+    out: list[StoredItem] = []
+    for k, it in enumerate(items):
+        if isinstance(it.body, ReasoningItem):
+            nxt = next(
+                (x.body for x in items[k + 1 :] if not isinstance(x.body, ReasoningItem)), None
+            )
+            if not (
+                isinstance(nxt, FunctionCallItem)
+                or (isinstance(nxt, MessageItem) and nxt.role == "assistant")
+            ):
+                continue
+        out.append(it)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "openai-chat", "openai-responses"])
+@PROPS
+@given(data=st.data())
+def test_ingest_of_render_gives_the_items_back(fmt: str, data: st.DataObject) -> None:
+    """Round trip: items written natively in a format come back unchanged from a projection."""
+    session = data.draw(sessions(profile=fmt))  # type: ignore[arg-type]
+    memory = _well_formed(session.items)
+    back = [n.body for n in _ingest_payload(fmt, _full(Session(items=memory, summary=None), fmt))]
+    assert back == [it.body for it in memory]
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "openai-chat", "openai-responses", "anthropic"])
+def test_native_round_trip_examples(fmt: str) -> None:
+    """Hand-written native conversations come back exactly."""
+    native: dict[str, Any] = {
+        "openai-chat": {
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is in a.py?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "https://x.test/a.png", "detail": "low"},
+                        },
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": "Reading it.",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": '{"p": "a.py"}'},
+                        },
+                        {
+                            "id": "call_2",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": "{}"},
+                        },
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "x"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "call_3",
+                            "type": "function",
+                            "function": {"name": "run", "arguments": ""},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_3", "content": "ok"},
+                {"role": "assistant", "content": "It prints 1."},
+                {"role": "developer", "content": [{"type": "text", "text": "Now be verbose."}]},
+                {"role": "user", "content": "thanks"},
+            ]
+        },
+        "openai-responses": {
+            "input": [
+                {"type": "message", "role": "developer", "content": "Be brief."},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "Look"},
+                        {
+                            "type": "input_image",
+                            "image_url": "data:image/jpeg;base64,AAAA",
+                            "detail": "auto",
+                        },
+                    ],
+                },
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [{"type": "summary_text", "text": "think"}],
+                    "encrypted_content": "gAAA",
+                },
+                {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "data"},
+                {
+                    "type": "reasoning",
+                    "id": "rs_2",
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": "more"}],
+                },
+                {"type": "message", "role": "assistant", "content": "done"},
+                {"type": "message", "role": "user", "content": "thanks"},
+            ]
+        },
+        "anthropic": {
+            "system": "Be brief.",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Look"},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+                        },
+                        {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "sig1"},
+                        {"type": "text", "text": "Reading."},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "read",
+                            "input": {"p": "a.py", "n": [1, 2]},
+                        },
+                        {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"},
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_2",
+                            "content": "boom",
+                            "is_error": True,
+                        },
+                        {"type": "text", "text": "and?"},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "redacted_thinking", "data": "opaque"},
+                        {"type": "text", "text": "It prints 1."},
+                    ],
+                },
+                {"role": "user", "content": "thanks"},
+            ],
+        },
+        "canonical": {
+            "items": [
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "hi"},
+                        {"type": "image", "url": "https://x.test/i.png", "detail": "high"},
+                    ],
+                },
+                {"type": "reasoning", "summary": ["s"], "content": "c", "encrypted_content": "e"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "o"},
+            ]
+        },
+    }[fmt]
+    payload = copy.deepcopy(native)
+    news = _ingest_payload(fmt, payload)
+    out = _full(Session(items=store(news), summary=None), fmt)
+    if fmt == "canonical":
+        assert [
+            {k: v for k, v in i.items() if k in native["items"][n]}
+            for n, i in enumerate(out["items"])
+        ] == native["items"]
+    else:
+        assert out == native
+        validate_payload(fmt, out)
+
+
+def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
+    news = ingest(
+        "openai-chat",
+        [
+            {
+                "role": "assistant",
+                "content": "x",
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+                "id": "msg-1",
+                "pinned": True,
+                "metadata": {"k": 1},
+            }
+        ],
+    )
+    assert [(n.id, n.pinned, n.metadata) for n in news] == [
+        ("msg-1", True, {"k": 1}),
+        (None, False, {}),
+    ]
+    assert isinstance(news[1].body, FunctionCallItem)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "items", "system", "locs"),
+    [
+        (
+            "openai-chat",
+            [{"role": "user", "content": "x", "name": "bob"}, 3],
+            None,
+            [["items", 0, "name"], ["items", 1]],
+        ),
+        ("openai-chat", [{"role": "function", "content": "x"}], None, [["items", 0, "role"]]),
+        (
+            "openai-chat",
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            None,
+            [["items", 0, "content", 0, "type"]],
+        ),
+        ("openai-chat", [{"role": "user", "content": "x"}], "sys", [["system"]]),
+        ("openai-responses", [{"type": "web_search_call"}], None, [["items", 0, "type"]]),
+        (
+            "openai-responses",
+            [{"type": "function_call", "name": "f", "arguments": "{}"}],
+            None,
+            [["items", 0, "call_id"]],
+        ),
+        (
+            "anthropic",
+            [{"role": "user", "content": [{"type": "document"}]}],
+            None,
+            [["items", 0, "content", 0, "type"]],
+        ),
+        ("anthropic", [{"role": "system", "content": "x"}], None, [["items", 0, "role"]]),
+        (
+            "anthropic",
+            [{"role": "user", "content": "x", "id": "bad id!"}],
+            [{"type": "image"}],
+            [["items", "system", 0], ["items", 0, "id"]],
+        ),
+        (
+            "canonical",
+            [{"type": "message", "role": "user", "content": "x", "extra": 1}],
+            None,
+            [["items", 0, "message", "extra"]],
+        ),
+    ],
+)
+def test_ingest_rejects_everything_it_cannot_carry(
+    fmt: str, items: list[Any], system: Any, locs: list[list[Any]]
+) -> None:
+    with pytest.raises(InvalidInput) as info:
+        ingest(fmt, items, system=system)  # type: ignore[arg-type]
+    assert [e["loc"] for e in info.value.errors or []] == locs
+
+
+def test_anthropic_ingest_maps_blocks() -> None:
+    news = ingest(
+        "anthropic",
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "s"},
+                    {"type": "tool_use", "id": "u1", "name": "f", "input": {"é": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "u1",
+                        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                        "is_error": False,
+                    }
+                ],
+            },
+        ],
+        system=[{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+    )
+    bodies = [n.body for n in news]
+    assert bodies[0] == MessageItem(role="system", content=[{"type": "text", "text": "S"}])  # type: ignore[list-item]
+    assert bodies[1] == ReasoningItem(content="t", signature="s")
+    assert bodies[2] == FunctionCallItem(call_id="u1", name="f", arguments='{"é": 1}')
+    assert bodies[3] == FunctionCallOutputItem(call_id="u1", output="ab", is_error=False)
+
+
+def test_render_payload_shapes_and_summary_first() -> None:
+    items = store(
+        ingest(
+            "openai-chat", [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+        )
+    )
+    assert render("openai-chat", summary="SUM", items=items) == {
+        "messages": [
+            {"role": "system", "content": "SUM"},
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "hi"},
+        ]
+    }
+    assert render("anthropic", summary="SUM", items=items) == {
+        "system": [{"type": "text", "text": "SUM"}, {"type": "text", "text": "S"}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    assert render("openai-responses", summary=None, items=items)["input"][0] == {
+        "type": "message",
+        "role": "system",
+        "content": "S",
+    }
+    assert render("canonical", summary="SUM", items=items)["items"][0] == {
+        "type": "message",
+        "role": "system",
+        "content": "SUM",
+    }
+
+
+def test_chat_token_rule_is_the_cookbook_rule() -> None:
+    payload = {
+        "messages": [
+            {"role": "user", "content": "hello world"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+        ]
+    }
+    tokens, chars = payload_usage("openai-chat", payload, tokenizer="o200k_base")
+    assert tokens == 3 + 2 + 3 + 3 + 1 + 1  # 2 messages, "hello world", one call: "f", "{}"
+    assert chars == len("hello world") + 1 + 2
+
+
+@pytest.mark.parametrize(
+    ("fmt", "payload"),
+    [
+        ("openai-chat", {"messages": [{"role": "user", "content": "x", "bogus": 1}]}),
+        (
+            "openai-chat",
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "x", "bogus": 1}]}
+                ]
+            },
+        ),
+        (
+            "openai-chat",
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "c",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ],
+                    }
+                ]
+            },
+        ),
+        ("openai-chat", {"messages": [{"role": "tool", "tool_call_id": "c", "content": "x"}]}),
+        (
+            "openai-responses",
+            {
+                "input": [
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "input_text", "text": "x"}],
+                    }
+                ]
+            },
+        ),
+        (
+            "openai-responses",
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
+        ),
+        (
+            "openai-responses",
+            {
+                "input": [
+                    {
+                        "type": "reasoning",
+                        "id": "r",
+                        "summary": [{"type": "summary_text", "text": "x", "bogus": 1}],
+                    },
+                    {"type": "message", "role": "assistant", "content": "x"},
+                ]
+            },
+        ),
+        (
+            "openai-responses",
+            {"input": [{"type": "message", "role": "user", "content": "x", "bogus": 1}]},
+        ),
+        (
+            "anthropic",
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "x", "bogus": 1}]}
+                ]
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "source": {"type": "url", "url": "u", "bogus": 1}}
+                        ],
+                    }
+                ]
+            },
+        ),
+        ("anthropic", {"messages": [{"role": "assistant", "content": "x"}]}),
+        (
+            "anthropic",
+            {"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]},
+        ),
+        (
+            "anthropic",
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "y"},
+                            {"type": "tool_result", "tool_use_id": "t", "content": "r"},
+                        ],
+                    },
+                ]
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "system": [{"type": "text", "text": "s", "bogus": 1}],
+                "messages": [{"role": "user", "content": "x"}],
+            },
+        ),
+    ],
+)
+def test_provider_validators_reject_bad_payloads(fmt: str, payload: dict[str, Any]) -> None:
+    with pytest.raises(PayloadError):
+        validate_payload(fmt, payload)
