@@ -1,0 +1,142 @@
+"""/v1/sessions/{id}/context: the projected next-turn prompt and its report."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from app.api.deps import ActorDep, RuntimeDep
+from app.api.encoding import dumps
+from app.api.problems import problem_responses
+from app.api.responses import json_response
+from app.api.schemas import FormatName, ItemRead
+from app.services import context as service
+from app.services.runtime import Encoded
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/context", tags=["context"])
+
+SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+Tokenizer = Literal["o200k_base", "cl100k_base", "approx"]
+
+BUDGET_FIELDS = (
+    "max_items",
+    "max_chars",
+    "max_tokens",
+    "tokenizer",
+    "pinned_prefix_items",
+    "keep_system",
+    "max_recent_tool_results",
+    "trim_old_reasoning",
+    "start_on",
+    "dangling_tool_calls",
+)
+
+
+class ContextRequest(BaseModel):
+    """A budget; every field defaults to the session's `config.context`. `null` lifts a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: FormatName = "canonical"
+    max_items: int | None = Field(None, ge=1, description="Canonical items in the prompt")
+    max_chars: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, description="Tokens of the rendered payload")
+    tokenizer: Tokenizer | None = None
+    pinned_prefix_items: int | None = Field(None, ge=0, description="First N items always kept")
+    keep_system: bool | None = None
+    max_recent_tool_results: int | None = Field(
+        None, ge=0, description="Tier 1: older tool outputs become placeholders"
+    )
+    trim_old_reasoning: bool | None = Field(
+        None, description="Tier 2: reasoning before the last user message loses its payload"
+    )
+    start_on: Literal["any", "user"] | None = None
+    dangling_tool_calls: Literal["drop", "placeholder"] | None = None
+
+
+class ContextReportRead(BaseModel):
+    source_items: int
+    projected_items: int
+    dropped_items: int
+    source_tokens: int
+    projected_tokens: int
+    source_chars: int
+    projected_chars: int
+    limits_applied: list[Literal["max_items", "max_chars", "max_tokens"]]
+    dropped_ranges: list[list[int]] = Field(description="[first_seq, last_seq] of dropped runs")
+    notes: list[str]
+    tokenizer: Tokenizer
+
+
+class ContextRead(BaseModel):
+    """The payload field depends on `format`: `items` (canonical), `messages` (openai-chat),
+    `input` (openai-responses), `system` + `messages` (anthropic)."""
+
+    format: FormatName
+    version: int
+    items: list[ItemRead] | None = None
+    messages: list[dict[str, JsonValue]] | None = None
+    input: list[dict[str, JsonValue]] | None = None
+    system: JsonValue = None
+    report: ContextReportRead
+
+
+def _encode(result: service.ContextResult) -> Encoded:
+    body: dict[str, Any] = {"format": result.format, "version": result.version}
+    body.update(result.projected.payload)
+    body["report"] = result.projected.report.model_dump(mode="json")
+    return Encoded(200, dumps(body), version=result.version)
+
+
+_RESPONSES = problem_responses(404, 422)
+
+
+@router.get(
+    "",
+    response_model=ContextRead,
+    operation_id="getContext",
+    summary="The next-turn prompt in a provider format, within a budget",
+    responses=_RESPONSES,
+)
+async def get_context(
+    session_id: SessionId,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    format: FormatName = "canonical",
+    max_items: Annotated[int | None, Query(ge=1)] = None,
+    max_chars: Annotated[int | None, Query(ge=1)] = None,
+    max_tokens: Annotated[int | None, Query(ge=1)] = None,
+    tokenizer: Tokenizer | None = None,
+    pinned_prefix_items: Annotated[int | None, Query(ge=0)] = None,
+    keep_system: bool | None = None,
+    max_recent_tool_results: Annotated[int | None, Query(ge=0)] = None,
+    trim_old_reasoning: bool | None = None,
+    start_on: Literal["any", "user"] | None = None,
+    dangling_tool_calls: Literal["drop", "placeholder"] | None = None,
+) -> Response:
+    given = locals()
+    overrides = {name: given[name] for name in BUDGET_FIELDS if given[name] is not None}
+    result = await service.read_context(rt, actor, session_id, format=format, overrides=overrides)
+    return json_response(_encode(result))
+
+
+@router.post(
+    "",
+    response_model=ContextRead,
+    operation_id="postContext",
+    summary="The next-turn prompt, with the budget as a JSON body (reads only)",
+    responses=_RESPONSES,
+)
+async def post_context(
+    session_id: SessionId, body: ContextRequest, rt: RuntimeDep, actor: ActorDep
+) -> Response:
+    overrides = {
+        name: getattr(body, name) for name in BUDGET_FIELDS if name in body.model_fields_set
+    }
+    result = await service.read_context(
+        rt, actor, session_id, format=body.format, overrides=overrides
+    )
+    return json_response(_encode(result))

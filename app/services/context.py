@@ -1,0 +1,142 @@
+"""The next-turn prompt: load what the budget needs, project it, report.
+
+The read's cost follows the budget, not the session: the newest items are loaded in batches
+sized from the session's average item size until the window the budget asks for is covered;
+older items are loaded only if mandatory (pinned, system, pinned prefix, newest user message).
+If the projection says the window was too small to decide (``needs_more``), the window doubles.
+Everything is read in one snapshot (REPEATABLE READ on Postgres), so counts and items agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.domain.formats import FormatName
+from app.domain.items import StoredItem
+from app.domain.projection import (
+    Budget,
+    ContextSource,
+    ProjectedContext,
+    WindowHint,
+    project_context,
+    unloaded_gaps,
+    window_hint,
+)
+from app.domain.sessions import SessionState
+from app.services.runtime import Actor, Runtime
+from app.services.sessions import load_session
+from app.store.context import ContextRepository
+from app.store.items import ItemRepository
+
+MAX_ATTEMPTS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class ContextResult:
+    format: FormatName
+    version: int
+    projected: ProjectedContext
+
+
+def _covered(window: list[StoredItem], hint: WindowHint) -> bool:
+    if hint.min_items is not None and len(window) < hint.min_items:
+        return False
+    if hint.min_tokens is not None and sum(i.tokens for i in window) < hint.min_tokens:
+        return False
+    return not (hint.min_chars is not None and sum(i.chars for i in window) < hint.min_chars)
+
+
+def _batch_size(state: SessionState, hint: WindowHint, have: int) -> int:
+    """Enough rows to cover the hint at the session's average item size, plus a margin."""
+    avg_tokens = max(state.token_count / max(state.item_count, 1), 1.0)
+    avg_chars = max(state.char_count / max(state.item_count, 1), 1.0)
+    want = 16
+    if hint.min_items is not None:
+        want = max(want, hint.min_items - have)
+    if hint.min_tokens is not None:
+        want = max(want, int(hint.min_tokens / avg_tokens * 1.25) - have)
+    if hint.min_chars is not None:
+        want = max(want, int(hint.min_chars / avg_chars * 1.25) - have)
+    return min(max(want, 16), 5000)
+
+
+async def read_context(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    *,
+    format: FormatName,
+    overrides: Mapping[str, object],
+) -> ContextResult:
+    async with rt.store.read(snapshot=True) as db:
+        state = await load_session(db, actor, session_id)
+        context_defaults = state.config.get("context") if state.config else None
+        budget = Budget.merged(
+            context_defaults if isinstance(context_defaults, dict) else None, overrides
+        )
+        repo = ContextRepository(db, actor.tenant_id, session_id)
+        window: list[StoredItem] = []  # newest first
+        exhausted = False
+        projected: ProjectedContext | None = None
+        for attempt in range(MAX_ATTEMPTS):
+            hint = window_hint(budget, attempt=attempt)
+            if hint is None:
+                items = await ItemRepository(db).list_live(
+                    actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
+                )
+                source = _source(state, items, window_start=None)
+                projected = project_context(source, budget, format=format)
+                break
+            while not exhausted and not _covered(window, hint):
+                before = window[-1].seq if window else None
+                size = _batch_size(state, hint, len(window))
+                batch = await repo.newest(before_seq=before, limit=size)
+                window.extend(batch)
+                exhausted = len(batch) < size
+            if exhausted:
+                source = _source(state, list(reversed(window)), window_start=None)
+                projected = project_context(source, budget, format=format)
+                break
+            window_start = window[-1].seq
+            older = await repo.mandatory_before(
+                window_start,
+                include_system=budget.keep_system,
+                prefix_items=budget.pinned_prefix_items,
+            )
+            gaps = unloaded_gaps([i.seq for i in older], window_start)
+            runs = await repo.run_bounds(gaps)
+            source = _source(
+                state, older + list(reversed(window)), window_start=window_start, runs=runs
+            )
+            projected = project_context(source, budget, format=format)
+            if not projected.needs_more:
+                break
+        else:  # the window never settled: the whole memory always does
+            items = await ItemRepository(db).list_live(
+                actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
+            )
+            projected = project_context(
+                _source(state, items, window_start=None), budget, format=format
+            )
+        assert projected is not None
+    rt.notify("context_projected", projected.report.projected_tokens)
+    return ContextResult(format=format, version=state.version, projected=projected)
+
+
+def _source(
+    state: SessionState,
+    items: list[StoredItem],
+    *,
+    window_start: int | None,
+    runs: list[tuple[int, int]] | None = None,
+) -> ContextSource:
+    return ContextSource(
+        summary=state.summary,
+        items=items,
+        total_items=state.item_count,
+        total_tokens=state.token_count,
+        total_chars=state.char_count,
+        window_start_seq=window_start,
+        unloaded_runs=runs or (),
+    )

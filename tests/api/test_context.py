@@ -1,0 +1,262 @@
+"""GET/POST /v1/sessions/{id}/context: the served prompt is what the domain projects from the
+whole working memory, in every format, within budget, valid for the provider."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from app.domain.formats import payload_usage
+from app.domain.items import StoredItem, body_from_dict
+from app.domain.projection import Budget, ContextSource, project_context
+from tests.api.helpers import all_items, append, assert_problem, create, user
+from tests.support.provider_validation import validate_payload
+
+FORMATS = ("canonical", "openai-chat", "openai-responses", "anthropic")
+ENVELOPE = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at"}
+
+
+def stored(wire: dict[str, Any]) -> StoredItem:
+    return StoredItem(
+        body=body_from_dict({k: v for k, v in wire.items() if k not in ENVELOPE}),
+        id=wire["id"],
+        seq=wire["seq"],
+        tokens=wire["tokens"],
+        chars=wire["chars"],
+        pinned=wire["pinned"],
+        metadata=wire["metadata"],
+        created_at=datetime.fromisoformat(wire["created_at"]),
+    )
+
+
+def payload_of(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: body[k] for k in ("items", "messages", "input", "system") if k in body}
+
+
+def agent_transcript(turns: int, rng: random.Random) -> list[dict[str, Any]]:
+    """A coding agent's memory: system prompt, user turns, parallel tool calls, reasoning,
+    a developer note now and then, a pinned fact, and a call still waiting at the end."""
+    items: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": "You are a careful coding agent."}]
+    for t in range(turns):
+        items.append(user(f"Turn {t}: please fix bug #{t} " + "details " * rng.randint(1, 30), pinned=(t == 3)))
+        if t % 7 == 0:
+            items.append({"type": "message", "role": "developer", "content": f"note {t}: keep tests green"})
+        for round_ in range(rng.randint(0, 2)):
+            items.append({"type": "reasoning", "summary": [f"think {t}"], "content": "hmm " * rng.randint(1, 20)})
+            calls = [f"c{t}-{round_}-{k}" for k in range(rng.randint(1, 3))]
+            for cid in calls:
+                items.append({"type": "function_call", "call_id": cid, "name": "read_file",
+                              "arguments": json.dumps({"path": f"src/m{t}.py"})})
+            for cid in rng.sample(calls, len(calls)):
+                items.append({"type": "function_call_output", "call_id": cid, "output": "line\n" * rng.randint(1, 80)})
+        items.append({"type": "message", "role": "assistant", "content": f"Fixed bug #{t}. " + "ok " * rng.randint(1, 10)})
+    items.append(user("Now run the whole suite."))
+    items.append({"type": "function_call", "call_id": "pending", "name": "bash", "arguments": '{"cmd": "pytest"}'})
+    return items
+
+
+async def seed(client: httpx.AsyncClient, sid: str, turns: int, *, seed: int = 7) -> list[dict[str, Any]]:
+    await create(client, sid)
+    items = agent_transcript(turns, random.Random(seed))
+    for start in range(0, len(items), 50):
+        r = await append(client, sid, items[start : start + 50])
+        assert r.status_code == 201, r.text
+    return items
+
+
+async def test_every_format_is_valid_and_within_budget(client: httpx.AsyncClient, sid: str) -> None:
+    await seed(client, sid, 40)
+    for fmt in FORMATS:
+        for max_tokens in (None, 5000, 800, 100):
+            params: dict[str, Any] = {"format": fmt}
+            if max_tokens:
+                params["max_tokens"] = max_tokens
+            r = await client.get(f"/v1/sessions/{sid}/context", params=params)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["format"] == fmt and r.headers["etag"] == f'"{body["version"]}"'
+            payload = payload_of(body)
+            if fmt != "canonical":
+                validate_payload(fmt, payload)
+            report = body["report"]
+            tokens, chars = payload_usage(fmt, payload)
+            assert (report["projected_tokens"], report["projected_chars"]) == (tokens, chars)
+            assert report["source_items"] == report["projected_items"] + report["dropped_items"]
+            if max_tokens and not any("mandatory" in n for n in report["notes"]):
+                assert tokens <= max_tokens
+            if max_tokens == 100:
+                assert report["dropped_items"] > 0 and "max_tokens" in report["limits_applied"]
+
+
+async def test_served_context_equals_the_full_projection(client: httpx.AsyncClient, sid: str) -> None:
+    """The service loads only a window of a long session; whatever it loads, the answer is
+    byte-identical to projecting the whole working memory."""
+    await seed(client, sid, 120)
+    memory = [stored(w) for w in await all_items(client, sid)]
+    session = (await client.get(f"/v1/sessions/{sid}")).json()
+    full = ContextSource(
+        summary=session["summary"],
+        items=memory,
+        total_items=len(memory),
+        total_tokens=sum(m.tokens for m in memory),
+        total_chars=sum(m.chars for m in memory),
+    )
+    rng = random.Random(11)
+    budgets: list[dict[str, Any]] = [{"max_tokens": 8000}, {"max_items": 20}, {"max_chars": 3000}]
+    for _ in range(18):
+        budget: dict[str, Any] = {}
+        for name, values in {
+            "max_tokens": [50, 400, 2000, 9000],
+            "max_items": [1, 5, 30, 200],
+            "max_chars": [200, 5000],
+            "pinned_prefix_items": [0, 2, 6],
+            "keep_system": [True, False],
+            "max_recent_tool_results": [0, 2],
+            "trim_old_reasoning": [True, False],
+            "start_on": ["any", "user"],
+            "dangling_tool_calls": ["drop", "placeholder"],
+            "tokenizer": ["o200k_base", "cl100k_base", "approx"],
+        }.items():
+            if rng.random() < 0.4:
+                budget[name] = rng.choice(values)
+        budgets.append(budget)
+    for budget in budgets:
+        for fmt in FORMATS:
+            r = await client.post(f"/v1/sessions/{sid}/context", json={"format": fmt, **budget})
+            assert r.status_code == 200, (budget, r.text)
+            expected = project_context(full, Budget(**budget), format=fmt)
+            served = r.json()
+            assert served["report"] == json.loads(expected.report.model_dump_json()), (fmt, budget)
+            assert json.dumps(payload_of(served), sort_keys=True) == json.dumps(
+                json.loads(json.dumps(expected.payload, default=lambda d: d.isoformat())), sort_keys=True
+            ), (fmt, budget)
+
+
+async def test_summary_comes_first(client: httpx.AsyncClient, sid: str) -> None:
+    await seed(client, sid, 3)
+    await client.patch(f"/v1/sessions/{sid}", json={"summary": "## Goal\nFix every bug"})
+    chat = (await client.get(f"/v1/sessions/{sid}/context", params={"format": "openai-chat"})).json()
+    assert chat["messages"][0] == {"role": "system", "content": "## Goal\nFix every bug"}
+    anth = (await client.get(f"/v1/sessions/{sid}/context", params={"format": "anthropic"})).json()
+    system = anth["system"] if isinstance(anth["system"], str) else anth["system"][0]["text"]
+    assert system.startswith("## Goal")
+    assert anth["messages"][0]["role"] == "user"
+
+
+async def test_config_defaults_and_overrides(client: httpx.AsyncClient, sid: str) -> None:
+    await seed(client, sid, 30)
+    r = await client.patch(f"/v1/sessions/{sid}", json={"config": {"context": {"max_items": 4}}})
+    assert r.status_code == 200, r.text
+    body = (await client.get(f"/v1/sessions/{sid}/context")).json()
+    report = body["report"]
+    assert report["projected_items"] <= 4 or any("mandatory" in n for n in report["notes"])
+    assert "max_items" in body["report"]["limits_applied"]
+    lifted = (await client.post(f"/v1/sessions/{sid}/context", json={"max_items": None})).json()
+    assert lifted["report"]["dropped_items"] < body["report"]["dropped_items"]
+    wider = (await client.get(f"/v1/sessions/{sid}/context", params={"max_items": 50})).json()
+    assert wider["report"]["projected_items"] > body["report"]["projected_items"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"max_tokens": 0},
+        {"max_items": -1},
+        {"format": "xml"},
+        {"tokenizer": "gpt2"},
+        {"start_on": "assistant"},
+        {"max_chars": "lots"},
+    ],
+)
+async def test_invalid_budgets_are_422(client: httpx.AsyncClient, sid: str, params: dict[str, Any]) -> None:
+    await create(client, sid)
+    assert_problem(await client.get(f"/v1/sessions/{sid}/context", params=params), 422)
+    body = {"format": "canonical", **params} if "format" not in params else params
+    assert_problem(await client.post(f"/v1/sessions/{sid}/context", json=body), 422)
+
+
+async def test_bad_context_config_is_refused(client: httpx.AsyncClient, sid: str) -> None:
+    await create(client, sid)
+    for context in ({"max_tokens": 0}, {"max_tokns": 5}, {"start_on": "never"}):
+        r = await client.patch(f"/v1/sessions/{sid}", json={"config": {"context": context}})
+        assert_problem(r, 422)
+    assert (await client.get(f"/v1/sessions/{sid}")).json()["config"] == {}
+    assert_problem(await client.post(f"/v1/sessions/{sid}/context", json={"unknown": 1}), 422)
+    assert_problem(await client.get("/v1/sessions/missing-session/context"), 404)
+
+
+async def test_empty_session(client: httpx.AsyncClient, sid: str) -> None:
+    await create(client, sid)
+    for fmt in FORMATS:
+        body = (await client.get(f"/v1/sessions/{sid}/context", params={"format": fmt, "max_tokens": 100})).json()
+        assert body["report"]["projected_items"] == 0 and body["report"]["source_items"] == 0
+
+
+NATIVE = {
+    "openai-chat": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is in a.py?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "read", "arguments": '{"path": "b.py"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "print(2)"},
+        {"role": "assistant", "content": "It prints 1."},
+    ],
+    "openai-responses": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+        {"type": "function_call", "call_id": "fc_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "fc_1", "output": "42"},
+        {"type": "message", "role": "assistant", "content": "The answer is 42."},
+    ],
+    "anthropic": [
+        {"role": "user", "content": "Look at a.py"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.py"}},
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"}]},
+        {"role": "assistant", "content": "It prints 1."},
+    ],
+}
+
+
+@pytest.mark.parametrize("fmt", list(NATIVE))
+async def test_round_trip_through_the_api(client: httpx.AsyncClient, sid: str, fmt: str) -> None:
+    """Ingest in format F, project in F with no budget: the same messages come back."""
+    await create(client, sid)
+    body: dict[str, Any] = {"format": fmt, "items": NATIVE[fmt]}
+    if fmt == "anthropic":
+        body["system"] = "Be brief."
+    r = await client.post(f"/v1/sessions/{sid}/items", json=body)
+    assert r.status_code == 201, r.text
+    served = (await client.get(f"/v1/sessions/{sid}/context", params={"format": fmt})).json()
+    validate_payload(fmt, payload_of(served))
+    if fmt == "openai-chat":
+        assert served["messages"][0] == NATIVE[fmt][0]
+        assert served["messages"][2]["tool_calls"] == NATIVE[fmt][2]["tool_calls"]
+        assert served["messages"][3:] == NATIVE[fmt][3:]
+    elif fmt == "anthropic":
+        assert served["system"] == "Be brief."
+        assert served["messages"][1]["content"] == NATIVE[fmt][1]["content"]
+        assert served["messages"][2] == NATIVE[fmt][2]
+    else:
+        assert [i["type"] for i in served["input"]] == [i["type"] for i in NATIVE[fmt]]
+        assert served["input"][1]["call_id"] == "fc_1" and served["input"][2]["output"] == "42"
+
+
+async def test_bad_native_input_stores_nothing(client: httpx.AsyncClient, sid: str) -> None:
+    await create(client, sid)
+    bad = [{"role": "user", "content": "ok"}, {"role": "tool", "content": "no call id"}]
+    assert_problem(await client.post(f"/v1/sessions/{sid}/items", json={"format": "openai-chat", "items": bad}), 422)
+    assert_problem(
+        await client.post(f"/v1/sessions/{sid}/items", json={"format": "openai-chat", "items": [{"role": "user", "content": "x"}], "system": "s"}),
+        422,
+    )
+    assert (await client.get(f"/v1/sessions/{sid}")).json()["item_count"] == 0
