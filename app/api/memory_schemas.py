@@ -1,0 +1,160 @@
+"""Request and response bodies of snapshots, restore, fork, pop, clear, events, history and
+search (the session and item shapes they reuse live in ``schemas``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from app.api.schemas import (
+    ItemRead,
+    SessionRead,
+    StoredFunctionCall,
+    StoredFunctionCallOutput,
+    StoredMessage,
+    StoredReasoning,
+)
+from app.domain.items import ID_PATTERN
+from app.domain.snapshots import SnapshotDocument
+
+__all__ = ["SnapshotDocument"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SnapshotCreate(_Strict):
+    label: str | None = Field(None, max_length=256, examples=["before refactor"])
+
+
+class SnapshotRead(BaseModel):
+    id: str
+    label: str | None
+    version: int = Field(description="The session version whose state it captured")
+    item_count: int
+    created_at: datetime
+
+
+class SnapshotList(BaseModel):
+    items: list[SnapshotRead] = Field(description="Newest first")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null at the end"
+    )
+
+
+class RestoreRequest(_Strict):
+    """Exactly one of `snapshot_id` (a snapshot of this session) and `snapshot` (a whole
+    exported document, e.g. from another server)."""
+
+    snapshot_id: str | None = Field(None, max_length=128)
+    snapshot: dict[str, Any] | None = Field(
+        None, description="An exported `SnapshotDocument`, validated strictly"
+    )
+
+
+class RestoreRead(BaseModel):
+    undo_snapshot_id: str = Field(
+        description="The automatic snapshot of the state before the restore: restore it to undo"
+    )
+    snapshot_id: str | None = Field(description="The snapshot restored (null for a document)")
+    restored_items: int
+    session: SessionRead
+
+
+class ForkCreate(_Strict):
+    new_session_id: str | None = Field(
+        None, pattern=ID_PATTERN, description="Generated when omitted; 409 if it exists"
+    )
+    snapshot_id: str | None = Field(
+        None, max_length=128, description="Fork this snapshot instead of the current state"
+    )
+    metadata: dict[str, JsonValue] | None = Field(
+        None, description="The new session's metadata; the origin's (or snapshot's) when omitted"
+    )
+
+
+class PopRead(BaseModel):
+    item: ItemRead = Field(description="The item removed from working memory (kept in history)")
+    version: int
+
+
+class ClearRead(BaseModel):
+    cleared_items: int
+    session: SessionRead
+
+
+class EventRead(BaseModel):
+    seq: int
+    type: str = Field(
+        examples=["appended"],
+        description="created, updated, config_updated, appended, popped, cleared, compacted, "
+        "compaction_failed, snapshot_created, snapshot_deleted, restored, forked",
+    )
+    version: int = Field(description="The session version this operation produced")
+    request_id: str | None
+    actor: str | None = Field(description="Name of the API key that acted")
+    data: dict[str, JsonValue]
+    created_at: datetime
+
+
+class EventList(BaseModel):
+    items: list[EventRead]
+    next_cursor: int | None = Field(
+        description="Pass as `after_seq` for the next page; null at the end"
+    )
+
+
+class _Archive(BaseModel):
+    archived: bool = Field(description="True once the item left working memory")
+    archived_reason: str | None = Field(
+        description="compacted, cleared, restored or popped", examples=["popped"]
+    )
+
+
+class HistoryMessage(StoredMessage, _Archive):
+    model_config = ConfigDict(title="HistoryMessage")
+
+
+class HistoryFunctionCall(StoredFunctionCall, _Archive):
+    model_config = ConfigDict(title="HistoryFunctionCall")
+
+
+class HistoryFunctionCallOutput(StoredFunctionCallOutput, _Archive):
+    model_config = ConfigDict(title="HistoryFunctionCallOutput")
+
+
+class HistoryReasoning(StoredReasoning, _Archive):
+    model_config = ConfigDict(title="HistoryReasoning")
+
+
+HistoryItemRead = Annotated[
+    HistoryMessage | HistoryFunctionCall | HistoryFunctionCallOutput | HistoryReasoning,
+    Field(discriminator="type"),
+]
+
+
+class HistoryList(BaseModel):
+    items: list[HistoryItemRead]
+    next_cursor: int | None = Field(
+        description="Pass as `after_seq` for the next page; null at the end"
+    )
+
+
+class SearchHitRead(BaseModel):
+    session_id: str
+    seq: int
+    item: ItemRead
+    score: float = Field(description="Higher is better (comparable within one response)")
+    snippet: str | None = Field(description="Matching text, matches in [brackets]")
+    archived: bool
+    archived_reason: str | None
+
+
+class SearchResults(BaseModel):
+    items: list[SearchHitRead] = Field(description="Best first")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null at the end"
+    )

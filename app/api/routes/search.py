@@ -1,0 +1,100 @@
+"""/v1/sessions/{id}/search and /v1/search: ranked full-text search over one session or the
+caller's whole tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from app.api.deps import ActorDep, RuntimeDep
+from app.api.encoding import dumps
+from app.api.memory_schemas import SearchResults
+from app.api.problems import problem_responses
+from app.api.responses import json_response
+from app.domain.errors import InvalidInput
+from app.services import search as service
+from app.services.runtime import Encoded
+from app.store.search import SearchHit
+
+router = APIRouter(tags=["search"])
+
+SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+Q = Annotated[str, Query(max_length=1000, description="Words to find (all of them)")]
+ScopeQuery = Annotated[
+    service.Scope,
+    Query(description="`memory`: working memory only; `history`: archived items too"),
+]
+Limit = Annotated[int, Query(ge=1, le=100)]
+Cursor = Annotated[str | None, Query(max_length=16, description="`next_cursor` of a page")]
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or int(cursor) > 10_000:
+        raise InvalidInput(
+            "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
+        )
+    return int(cursor)
+
+
+def _encode(hits: list[SearchHit], next_offset: int | None) -> Encoded:
+    items: list[dict[str, Any]] = [
+        {
+            "session_id": h.session_id,
+            "seq": h.item.seq,
+            "item": h.item.to_wire(),
+            "score": h.score,
+            "snippet": h.snippet,
+            "archived": h.archived,
+            "archived_reason": h.archived_reason,
+        }
+        for h in hits
+    ]
+    next_cursor = str(next_offset) if next_offset is not None else None
+    return Encoded(200, dumps({"items": items, "next_cursor": next_cursor}))
+
+
+@router.get(
+    "/v1/sessions/{session_id}/search",
+    response_model=SearchResults,
+    operation_id="searchSession",
+    summary="Full-text search in one session's working memory or history, best first",
+    responses=problem_responses(404, 422),
+)
+async def search_session(
+    session_id: SessionId,
+    q: Q,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    scope: ScopeQuery = "memory",
+    limit: Limit = 20,
+    cursor: Cursor = None,
+) -> Response:
+    hits, next_offset = await service.search_session(
+        rt, actor, session_id, q=q, scope=scope, limit=limit, offset=_offset(cursor)
+    )
+    return json_response(_encode(hits, next_offset))
+
+
+@router.get(
+    "/v1/search",
+    response_model=SearchResults,
+    operation_id="searchAll",
+    summary="Full-text search across the tenant's sessions, best first",
+    responses=problem_responses(422),
+)
+async def search_all(
+    q: Q,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    scope: ScopeQuery = "memory",
+    limit: Limit = 20,
+    cursor: Cursor = None,
+) -> Response:
+    hits, next_offset = await service.search_all(
+        rt, actor, q=q, scope=scope, limit=limit, offset=_offset(cursor)
+    )
+    return json_response(_encode(hits, next_offset))

@@ -1,0 +1,195 @@
+"""Snapshot documents: the one versioned JSON shape a session's state is frozen, exported and
+imported in.
+
+A document holds working memory (canonical items with their envelope: ``id``, ``pinned``,
+``metadata``; ``seq``, ``tokens``, ``chars`` and ``created_at`` are informative), the summary,
+the last compact result, the config and the metadata, under ``schema_version``.
+
+Invariants:
+- ``build_document`` then ``parse_document`` gives back the same items (bodies, ids, pinned,
+  metadata, created_at), summary, last compact result, config and metadata;
+- ``parse_document`` is all-or-nothing: every problem is reported (``loc`` starting at the
+  document's root) and nothing is returned; it never trusts informative fields (tokens and
+  chars are recomputed by whoever stores the items).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+
+from app.domain.errors import InvalidInput
+from app.domain.items import NewItem, StoredItem, parse_canonical_items
+from app.domain.sessions import check_config
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+DOCUMENT_KIND = "session-memory.snapshot"
+# Fields of an exported item that describe where it was, not what it is: ignored on import.
+INFORMATIVE_ITEM_FIELDS = ("seq", "tokens", "chars", "created_at")
+
+_datetime = TypeAdapter(datetime)
+
+
+def new_snapshot_id() -> str:
+    return "snp_" + secrets.token_hex(12)
+
+
+class SnapshotDocument(BaseModel):
+    """An exported snapshot (``schema_version`` 1). Unknown top-level fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", title="SnapshotDocument")
+
+    schema_version: int = Field(description="Document format version; 1 is the only one so far")
+    kind: str = Field(DOCUMENT_KIND, description=f"Always `{DOCUMENT_KIND}`")
+    id: str | None = Field(None, description="Snapshot id (informative on import)")
+    label: str | None = None
+    session_id: str | None = Field(None, description="The session it was taken from")
+    version: int | None = Field(None, description="The session version it captured")
+    created_at: datetime | None = None
+    summary: str | None = None
+    last_compaction: dict[str, JsonValue] | None = Field(
+        None, description="The session's last compact result"
+    )
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    items: list[dict[str, JsonValue]] = Field(
+        description="Working memory, oldest first: canonical items with `id`, `pinned`, "
+        "`metadata` (`seq`, `tokens`, `chars`, `created_at` informative)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotItem:
+    item: NewItem
+    created_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotContent:
+    """What a document restores: validated, ready to be measured and stored."""
+
+    items: list[SnapshotItem]
+    summary: str | None
+    last_compaction: dict[str, Any] | None
+    config: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+def build_document(
+    *,
+    snapshot_id: str,
+    label: str | None,
+    session_id: str,
+    version: int,
+    created_at: datetime,
+    summary: str | None,
+    last_compaction: dict[str, Any] | None,
+    config: dict[str, Any],
+    metadata: dict[str, Any],
+    items: list[StoredItem],
+) -> dict[str, Any]:
+    """The document as plain JSON data (datetimes as ISO 8601 strings)."""
+    wire_items = []
+    for item in items:
+        wire = item.to_wire()
+        wire["created_at"] = item.created_at.isoformat()
+        wire_items.append(wire)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": DOCUMENT_KIND,
+        "id": snapshot_id,
+        "label": label,
+        "session_id": session_id,
+        "version": version,
+        "created_at": created_at.isoformat(),
+        "summary": summary,
+        "last_compaction": last_compaction,
+        "config": config,
+        "metadata": metadata,
+        "items": wire_items,
+    }
+
+
+def _fail(errors: list[dict[str, Any]], root: list[str | int]) -> InvalidInput:
+    return InvalidInput(
+        f"invalid snapshot document: {len(errors)} problem(s); nothing was changed",
+        errors=[{**e, "loc": [*root, *e.get("loc", [])]} for e in errors],
+    )
+
+
+def parse_document(raw: object, *, root: list[str | int] | None = None) -> SnapshotContent:
+    """Validate a snapshot document strictly and return its content.
+
+    ``root`` prefixes every error location (e.g. ``["snapshot"]`` for a request field).
+    """
+    root = list(root or [])
+    if not isinstance(raw, dict):
+        raise _fail([{"loc": [], "msg": "a snapshot document must be a JSON object"}], root)
+    version = raw.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS or isinstance(version, bool):
+        raise _fail(
+            [
+                {
+                    "loc": ["schema_version"],
+                    "msg": f"unknown schema_version {version!r}; supported: "
+                    + ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS),
+                }
+            ],
+            root,
+        )
+    try:
+        doc = SnapshotDocument.model_validate(raw)
+    except ValidationError as exc:
+        raise _fail(
+            [
+                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors(include_url=False, include_context=False, include_input=False)
+            ],
+            root,
+        ) from exc
+    errors: list[dict[str, Any]] = []
+    if doc.kind != DOCUMENT_KIND:
+        errors.append({"loc": ["kind"], "msg": f"expected {DOCUMENT_KIND!r}"})
+    try:
+        config = check_config(dict(doc.config))
+    except InvalidInput as exc:
+        errors.extend(exc.errors or [])
+        config = {}
+    bodies: list[dict[str, Any]] = []
+    created: list[datetime | None] = []
+    for index, entry in enumerate(doc.items):
+        data = dict(entry)
+        informative = {k: data.pop(k) for k in INFORMATIVE_ITEM_FIELDS if k in data}
+        stamp = informative.get("created_at")
+        try:
+            created.append(None if stamp is None else _datetime.validate_python(stamp))
+        except ValidationError:
+            errors.append({"loc": ["items", index, "created_at"], "msg": "not a datetime"})
+            created.append(None)
+        bodies.append(data)
+    new_items: list[NewItem] = []
+    try:
+        new_items = parse_canonical_items(bodies)
+    except InvalidInput as exc:
+        errors.extend(exc.errors or [])
+    seen: set[str] = set()
+    for index, item in enumerate(new_items):
+        if item.id is None:
+            continue
+        if item.id in seen:
+            errors.append({"loc": ["items", index, "id"], "msg": "duplicate item id"})
+        seen.add(item.id)
+    if errors:
+        raise _fail(errors, root)
+    return SnapshotContent(
+        items=[SnapshotItem(item, stamp) for item, stamp in zip(new_items, created, strict=True)],
+        summary=doc.summary,
+        last_compaction=dict(doc.last_compaction) if doc.last_compaction is not None else None,
+        config=config,
+        metadata=dict(doc.metadata),
+    )
