@@ -1,0 +1,199 @@
+"""Authentication and scopes for every ``/v1`` request, before any route runs.
+
+``AuthMiddleware`` turns ``Authorization: Bearer <key>`` into the request's ``Actor`` (kept in
+the request state, read by ``deps.get_actor``), so no route can forget it:
+
+- no or malformed header: 401 ``api-key-required``; unknown or revoked key: 401
+  ``invalid-api-key``; both with ``WWW-Authenticate: Bearer``;
+- the scope a request needs: ``admin`` under ``/v1/admin``, ``read`` for GET/HEAD (and
+  ``POST .../context``, which only computes a projection), ``write`` for everything else;
+  missing it: 403 ``insufficient-scope``.
+
+Tenancy and session prefixes are not decided here: the services scope every query to the
+actor's tenant and answer 404 for a session of another tenant or outside the key's prefix.
+
+With auth off (loopback only), every caller is the default tenant with every scope.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.problems import PROBLEM_MEDIA_TYPE, problem_response
+from app.services.keys import KeyResolver, actor_for
+from app.services.runtime import Actor
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/v1"
+SECURITY_SCHEME = "bearerAuth"
+_READ_ONLY_POSTS = re.compile(r"^/v1/sessions/[^/]+/context$")
+_BEARER = re.compile(r"^[Bb][Ee][Aa][Rr][Ee][Rr] +(\S+) *$")
+
+
+def protected(path: str) -> bool:
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+
+
+def required_scope(method: str, path: str) -> str:
+    if path == "/v1/admin" or path.startswith("/v1/admin/"):
+        return "admin"
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return "read"
+    if method == "POST" and _READ_ONLY_POSTS.match(path):
+        return "read"
+    return "write"
+
+
+def bearer_token(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            found = _BEARER.match(value.decode("latin-1"))
+            return found.group(1) if found else None
+    return None
+
+
+class AuthMiddleware:
+    """Resolve the caller of every /v1 request (see module doc)."""
+
+    def __init__(self, app: ASGIApp, *, enabled: bool, default_tenant: str) -> None:
+        self.app = app
+        self.enabled = enabled
+        self.default_tenant = default_tenant
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not protected(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        state: dict[str, Any] = scope.setdefault("state", {})
+        request_id = state.get("request_id")
+        if not self.enabled:
+            state["actor"] = Actor(tenant_id=self.default_tenant, request_id=request_id)
+            await self.app(scope, receive, send)
+            return
+        token = bearer_token(scope)
+        if token is None:
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                401,
+                "api-key-required",
+                "API key required",
+                "send the API key as `Authorization: Bearer <key>`",
+            )
+            return
+        resolver: KeyResolver = scope["app"].state.key_resolver
+        key = await resolver.resolve(token)
+        if key is None:
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                401,
+                "invalid-api-key",
+                "Invalid API key",
+                "the API key is unknown or revoked",
+            )
+            return
+        needed = required_scope(scope["method"], scope["path"])
+        if needed not in key.scopes:
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                403,
+                "insufficient-scope",
+                "Insufficient scope",
+                f"this request needs the {needed!r} scope; the key has "
+                f"{', '.join(sorted(key.scopes))}",
+            )
+            return
+        state["actor"] = actor_for(key, request_id=request_id)
+        await self.app(scope, receive, send)
+
+    async def _refuse(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        status: int,
+        code: str,
+        title: str,
+        detail: str,
+    ) -> None:
+        headers = None
+        if status == 401:
+            error = ', error="invalid_token"' if code == "invalid-api-key" else ""
+            headers = {"WWW-Authenticate": f'Bearer realm="session-memory"{error}'}
+        response = problem_response(
+            status=status,
+            code=code,
+            title=title,
+            detail=detail,
+            headers=headers,
+            instance=scope.get("path"),
+        )
+        await response(scope, receive, send)
+
+
+def declare_security(app: FastAPI) -> None:
+    """Every /v1 operation needs a bearer key and may answer 401 and 403, in the spec too."""
+    original = app.openapi
+    done: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        if done:
+            return done[0]
+        schema = original()
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes[SECURITY_SCHEME] = {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key (`smk_...`); optional when the server runs with auth "
+            "off on loopback",
+        }
+        problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for path, methods in schema.get("paths", {}).items():
+            for operation in methods.values():
+                _parameters_are_never_null(operation)
+            if not protected(path):
+                continue
+            for operation in methods.values():
+                operation["security"] = [{SECURITY_SCHEME: []}]
+                responses = operation.setdefault("responses", {})
+                responses.setdefault(
+                    "401",
+                    {"description": "Missing, unknown or revoked API key", "content": problem},
+                )
+                responses.setdefault(
+                    "403", {"description": "The key lacks the scope", "content": problem}
+                )
+                operation["responses"] = dict(
+                    sorted(responses.items(), key=lambda kv: (kv[0] != "default", kv[0]))
+                )
+        app.openapi_schema = schema
+        done.append(schema)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _parameters_are_never_null(operation: dict[str, Any]) -> None:
+    """An optional header or query parameter is absent or a string, never JSON ``null``:
+    FastAPI writes ``str | None`` as ``anyOf [string, null]``, which tells clients (and
+    fuzzers) they may send the text "null". Keep only the non-null alternative."""
+    for param in operation.get("parameters", []):
+        schema = param.get("schema", {})
+        options = schema.get("anyOf")
+        if not isinstance(options, list):
+            continue
+        concrete = [o for o in options if o != {"type": "null"}]
+        if len(concrete) == 1 and len(concrete) < len(options):
+            rest = {k: v for k, v in schema.items() if k != "anyOf"}
+            param["schema"] = {**concrete[0], **rest}
