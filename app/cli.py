@@ -1,24 +1,49 @@
-"""The ``session-memory`` command: serve, migrate, openapi."""
+"""The ``session-memory`` command: serve, migrate, openapi, keys."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-from app.settings import get_settings
+from app.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from app.domain.keys import ApiKey
+    from app.store.db import Store
+
+T = TypeVar("T")
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = get_settings()
+    host = args.host or settings.host
+    if host != settings.host:
+        # The app factory (in this process and in each worker) decides about auth from HOST.
+        os.environ["HOST"] = host
+        get_settings.cache_clear()
+        settings = get_settings()
+    refused = _auth_refusal(settings)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     if settings.auto_migrate and not args.no_migrate:
         from app.store.migrate import upgrade
 
         upgrade(settings.database_url)
-    host = args.host or settings.host
+    refused = _no_keys_refusal(settings)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     port = args.port or settings.port
     if args.workers > 1 and settings.redis_url is None:
         print(
@@ -26,17 +51,154 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    uvicorn.run(
-        "app.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=args.workers,
-        log_level=settings.log_level,
-        proxy_headers=True,
-        timeout_graceful_shutdown=30,
-    )
+    from app.logs import log_config
+
+    metrics_dir = _prepare_metrics_dir(settings.prometheus_multiproc_dir, workers=args.workers)
+    try:
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=args.workers,
+            log_level=settings.log_level,
+            log_config=log_config(settings.log_level, settings.log_format),
+            access_log=False,  # app.access logs each request, with its id and duration
+            proxy_headers=True,
+            timeout_graceful_shutdown=30,
+        )
+    finally:
+        if metrics_dir is not None and not settings.prometheus_multiproc_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _prepare_metrics_dir(configured: str | None, *, workers: int) -> Path | None:
+    """Worker processes share metrics through files in one directory, emptied at each start
+    (stale files would resurrect a previous run's counts). Several workers and none configured:
+    a temporary one, removed at exit."""
+    if configured:
+        path = Path(configured)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+    elif workers > 1:
+        path = Path(tempfile.mkdtemp(prefix="session-memory-metrics-"))
+    else:
+        return None
+    # prometheus_client reads the variable itself, in each worker process.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
+
+
+def _auth_refusal(settings: Settings) -> str | None:
+    from app.services.keys import startup_problem
+
+    return startup_problem(settings)
+
+
+def _no_keys_refusal(settings: Settings) -> str | None:
+    """Off loopback with auth on and no bootstrap key, at least one key must exist."""
+    from app.services.keys import auth_required, is_loopback, no_keys_problem
+
+    if not auth_required(settings) or is_loopback(settings.host) or settings.auth.bootstrap_key:
+        return None
+    try:
+        active = asyncio.run(_with_store(settings, _count_keys))
+    except Exception as exc:  # the database is unreachable or not migrated
+        return f"refusing to start: cannot check for API keys ({exc.__class__.__name__}: {exc})"
+    return no_keys_problem(settings, active)
+
+
+async def _with_store(settings: Settings, job: Callable[[Store], Awaitable[T]]) -> T:
+    from app.store.db import Store
+
+    store = Store.from_url(settings.database_url, pool_size=1, max_overflow=0)
+    try:
+        return await job(store)
+    finally:
+        await store.dispose()
+
+
+async def _count_keys(store: Store) -> int:
+    from app.store.keys import KeyRepository
+
+    async with store.read() as db:
+        return await KeyRepository(db).count_active()
+
+
+def _keys(args: argparse.Namespace) -> int:
+    """The operator's key management: straight to the database, any tenant."""
+    from app.domain.errors import DomainError
+    from app.services import keys as service
+
+    settings = get_settings()
+    if settings.auto_migrate:
+        from app.store.migrate import upgrade
+
+        upgrade(settings.database_url)
+
+    async def create(store: Store) -> int:
+        scopes = frozenset(s.strip() for s in args.scopes.split(",") if s.strip())
+        created = await service.insert_key(
+            store,
+            tenant_id=args.tenant,
+            command=service.KeyCreateCommand(
+                name=args.name, scopes=scopes, session_prefix=args.prefix
+            ),
+        )
+        print(json.dumps(_key_json(created.key) | {"secret": created.secret}, indent=2))
+        print("the secret is shown only now; store it safely", file=sys.stderr)
+        return 0
+
+    async def list_(store: Store) -> int:
+        after: str | None = None
+        while True:
+            rows, after = await service.list_keys(
+                store,
+                None,
+                after_id=after,
+                limit=1000,
+                include_revoked=args.all,
+                tenant_id=args.tenant,
+            )
+            for key in rows:
+                print(json.dumps(_key_json(key)))
+            if after is None:
+                return 0
+
+    async def revoke(store: Store) -> int:
+        key = await service.revoke_key(store, None, args.key_id)
+        print(
+            f"revoked {key.id} ({key.tenant_id}/{key.name}); other processes stop accepting "
+            f"it within {settings.auth.cache_seconds:g} s",
+            file=sys.stderr,
+        )
+        return 0
+
+    job = {"create": create, "list": list_, "revoke": revoke}[args.keys_command]
+    try:
+        return asyncio.run(_with_store(settings, job))
+    except DomainError as exc:
+        print(f"error: {exc.detail}", file=sys.stderr)
+        for err in exc.errors or []:
+            print(
+                f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')}",
+                file=sys.stderr,
+            )
+        return 1
+
+
+def _key_json(key: ApiKey) -> dict[str, object]:
+    return {
+        "id": key.id,
+        "tenant_id": key.tenant_id,
+        "name": key.name,
+        "scopes": sorted(key.scopes),
+        "session_prefix": key.session_prefix,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -76,6 +238,20 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = sub.add_parser("openapi", help="print the OpenAPI document")
     openapi.add_argument("--out", default=None, help="write to this file instead of stdout")
     openapi.set_defaults(func=_openapi)
+
+    keys = sub.add_parser("keys", help="manage API keys (directly in the database)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print its secret (once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--name", required=True, help="shown in events as the actor")
+    create.add_argument("--scopes", required=True, help="comma-separated: read,write,admin")
+    create.add_argument("--prefix", default=None, help="confine the key to these session ids")
+    listing = keys_sub.add_parser("list", help="list keys as JSON lines (no secrets)")
+    listing.add_argument("--tenant", default=None, help="default: every tenant")
+    listing.add_argument("--all", action="store_true", help="include revoked keys")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("key_id")
+    keys.set_defaults(func=_keys)
     return parser
 
 

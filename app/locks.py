@@ -21,7 +21,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -50,16 +50,25 @@ def lock_key(tenant_id: str, session_id: str) -> str:
 
 @dataclass
 class LockStats:
-    """Wait times in seconds of the last acquisitions (read by metrics)."""
+    """Wait times in seconds of the last acquisitions; ``listener`` (set by app.metrics) hears
+    of every wait with its outcome, ``"acquired"`` or ``"timeout"``."""
 
     waits: list[float] = field(default_factory=list)
     timeouts: int = 0
     acquired: int = 0
+    listener: Callable[[float, str], None] | None = None
 
     def record(self, seconds: float) -> None:
         self.acquired += 1
         if len(self.waits) < 10_000:
             self.waits.append(seconds)
+        if self.listener is not None:
+            self.listener(seconds, "acquired")
+
+    def record_timeout(self, seconds: float) -> None:
+        self.timeouts += 1
+        if self.listener is not None:
+            self.listener(seconds, "timeout")
 
 
 class SessionLocks(Protocol):
@@ -113,9 +122,16 @@ class LocalLocks:
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
         start = time.monotonic()
-        async with self._local.hold(key, self.wait_seconds):
-            self.stats.record(time.monotonic() - start)
-            yield
+        acquired = False
+        try:
+            async with self._local.hold(key, self.wait_seconds):
+                acquired = True
+                self.stats.record(time.monotonic() - start)
+                yield
+        except LockTimeout:
+            if not acquired:
+                self.stats.record_timeout(time.monotonic() - start)
+            raise
 
     async def ping(self) -> None:
         return None
@@ -153,19 +169,26 @@ class RedisLocks:
     async def hold(self, key: str) -> AsyncIterator[None]:
         start = time.monotonic()
         deadline = start + self.wait_seconds
-        async with self._local.hold(key, self.wait_seconds):
-            token = secrets.token_hex(16)
-            await self._acquire(key, token, deadline)
-            self.stats.record(time.monotonic() - start)
-            renewer = asyncio.create_task(self._keep_alive(key, token))
-            try:
-                yield
-            finally:
-                renewer.cancel()
+        acquired = False
+        try:
+            async with self._local.hold(key, self.wait_seconds):
+                token = secrets.token_hex(16)
+                await self._acquire(key, token, deadline)
+                acquired = True
+                self.stats.record(time.monotonic() - start)
+                renewer = asyncio.create_task(self._keep_alive(key, token))
                 try:
-                    await self._release(keys=[key], args=[token])
-                except RedisError as exc:  # it expires by itself
-                    log.warning("lock release failed for %s: %s", key, exc)
+                    yield
+                finally:
+                    renewer.cancel()
+                    try:
+                        await self._release(keys=[key], args=[token])
+                    except RedisError as exc:  # it expires by itself
+                        log.warning("lock release failed for %s: %s", key, exc)
+        except LockTimeout:
+            if not acquired:
+                self.stats.record_timeout(time.monotonic() - start)
+            raise
 
     async def _acquire(self, key: str, token: str, deadline: float) -> None:
         delay = 0.002
@@ -179,7 +202,6 @@ class RedisLocks:
                 ) from exc
             now = time.monotonic()
             if now >= deadline:
-                self.stats.timeouts += 1
                 raise LockTimeout(
                     "another write to this session is in progress; retry shortly",
                     retry_after=1,

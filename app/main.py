@@ -9,10 +9,27 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from app.api.auth import AuthMiddleware, declare_security
+from app.api.body_guard import JsonGuardMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from app.api.observability import ObservabilityMiddleware, instrument
 from app.api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
-from app.api.routes import health, items, sessions
+from app.api.routes import (
+    admin,
+    compaction,
+    context,
+    health,
+    history,
+    items,
+    memory,
+    metrics,
+    search,
+    sessions,
+    snapshots,
+)
 from app.locks import build_locks
+from app.services.auto_compaction import start_compaction, stop_compaction
+from app.services.keys import KeyResolver, auth_required, startup_problem
 from app.services.runtime import Runtime
 from app.settings import Settings, get_settings
 from app.store.db import Store
@@ -23,6 +40,9 @@ budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/prob
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    refused = startup_problem(settings)
+    if refused:
+        raise RuntimeError(refused)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -38,9 +58,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             socket_timeout=settings.lock.redis_timeout_seconds,
         )
         app.state.runtime = Runtime(settings=settings, store=store, locks=locks)
+        start_compaction(app.state.runtime)
+        app.state.key_resolver = KeyResolver(store, settings.auth)
+        instrument(app, app.state.runtime)
         try:
             yield
         finally:
+            await stop_compaction(app.state.runtime)
             await locks.close()
             await store.dispose()
 
@@ -51,12 +75,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_problem_handlers(app)
+    app.state.auth_required = auth_required(settings)
+    app.state.default_tenant = settings.auth.default_tenant
     app.include_router(sessions.router)
+    app.include_router(memory.router)  # before items: POST /items/pop is its own route
     app.include_router(items.router)
+    app.include_router(context.router)
+    app.include_router(snapshots.router)
+    app.include_router(history.router)
+    app.include_router(compaction.router)
+    app.include_router(search.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    app.include_router(admin.router)
+    app.add_middleware(JsonGuardMiddleware, max_depth=settings.limits.max_json_depth)
+    app.add_middleware(
+        AuthMiddleware,
+        enabled=app.state.auth_required,
+        default_tenant=settings.auth.default_tenant,
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(ObservabilityMiddleware)
     app.add_middleware(RequestIdMiddleware)
     _declare_problem_schema(app)
+    declare_security(app)
     return app
 
 

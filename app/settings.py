@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -24,12 +25,41 @@ class Limits(BaseModel):
     max_metadata_bytes: int = Field(16 * 1024, ge=16, description="metadata object's JSON size")
     max_config_bytes: int = Field(64 * 1024, ge=256)
     max_summary_chars: int = Field(200_000, ge=1)
+    max_json_depth: int = Field(
+        64, ge=4, le=512, description="nesting depth of a JSON body (422 above)"
+    )
 
 
 class LockSettings(BaseModel):
     wait_seconds: float = Field(10.0, gt=0, description="how long a writer waits for the lock")
     ttl_seconds: float = Field(15.0, gt=0.05, description="Redis lock expiry, renewed while held")
     redis_timeout_seconds: float = Field(1.0, gt=0, description="socket timeout to Redis")
+
+
+class AuthSettings(BaseModel):
+    """API keys. ``mode``: ``on`` (every /v1 request needs a key), ``off`` (no keys: every caller
+    is ``default_tenant`` with every scope; refused unless the host is loopback), ``auto``
+    (default: ``off`` on a loopback host with no bootstrap key, ``on`` otherwise)."""
+
+    mode: Literal["auto", "on", "off"] = "auto"
+    bootstrap_key: SecretStr | None = Field(
+        None, description="an admin key taken from the environment (never stored), >= 32 chars"
+    )
+    bootstrap_tenant: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    default_tenant: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    cache_seconds: float = Field(
+        5.0, ge=0, description="how long a key lookup is cached; revocation shows within it"
+    )
+
+    @field_validator("bootstrap_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or value.get_secret_value() == "":
+            return None
+        secret = value.get_secret_value()
+        if len(secret) < 32 or len(secret) > 256 or not secret.isascii() or not secret.isprintable():
+            raise ValueError("AUTH__BOOTSTRAP_KEY must be 32-256 printable ASCII characters")
+        return value
 
 
 class LLMSettings(BaseModel):
@@ -41,6 +71,16 @@ class LLMSettings(BaseModel):
     timeout_seconds: float = Field(60.0, gt=0)
     retries: int = Field(2, ge=0)
     json_mode: bool = True
+
+
+class AutoCompactSettings(BaseModel):
+    """Background compaction (``config.auto_compact``): retry pacing after a failure."""
+
+    enabled: bool = Field(True, description="off: auto_compact configs are kept but never run")
+    backoff_seconds: float = Field(
+        30.0, gt=0, description="wait before the first retry; doubles after each failure"
+    )
+    max_backoff_seconds: float = Field(1800.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -60,9 +100,17 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(10, ge=0)
     idempotency_ttl_seconds: int = Field(24 * 3600, ge=60)
     log_level: str = "info"
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one object per line; text: for reading in a terminal"
+    )
+    prometheus_multiproc_dir: str | None = Field(
+        None, description="metrics shared by worker processes (`serve --workers N` sets it)"
+    )
     limits: Limits = Field(default_factory=Limits)
     lock: LockSettings = Field(default_factory=LockSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    auto_compact: AutoCompactSettings = Field(default_factory=AutoCompactSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @field_validator("database_url")
     @classmethod

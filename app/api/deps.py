@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, HTTPException, Request
 
 from app.domain.errors import InvalidInput
 from app.services.runtime import Actor, IdempotencyRequest, Runtime
 
+# Declared in the spec too, so generated clients (and fuzzers) know what is accepted.
+IF_MATCH_PATTERN = r'^(\*|(W/)?"?[0-9]{1,18}"?)$'
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 _ETAG_RE = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
-_IDEMPOTENCY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
+_IDEMPOTENCY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -19,17 +22,32 @@ def get_runtime(request: Request) -> Runtime:
 
 
 def get_actor(request: Request) -> Actor:
-    request_id = request.scope.get("state", {}).get("request_id")
-    actor: Actor | None = getattr(request.state, "actor", None)
-    if actor is None:
-        return Actor(request_id=request_id)
-    return actor
+    """The caller, as ``AuthMiddleware`` resolved it for every /v1 request. A route outside /v1
+    asking for an actor gets one only when auth is off: it never silently runs as a default
+    all-powerful caller."""
+    state = request.scope.get("state", {})
+    actor: Actor | None = state.get("actor")
+    if actor is not None:
+        return actor
+    if getattr(request.app.state, "auth_required", False):
+        raise HTTPException(
+            status_code=401,
+            detail="send the API key as `Authorization: Bearer <key>`",
+            headers={"WWW-Authenticate": 'Bearer realm="session-memory"'},
+        )
+    return Actor(
+        tenant_id=getattr(request.app.state, "default_tenant", "default"),
+        request_id=state.get("request_id"),
+    )
 
 
 def if_match_version(
     if_match: Annotated[
         str | None,
-        Header(description='Session version the write expects, e.g. `"7"`; 412 if it differs'),
+        Header(
+            description='Session version the write expects, e.g. `"7"`; 412 if it differs',
+            pattern=IF_MATCH_PATTERN,
+        ),
     ] = None,
 ) -> int | None:
     if if_match is None or if_match.strip() == "*":
@@ -47,7 +65,10 @@ async def idempotency(
     request: Request,
     idempotency_key: Annotated[
         str | None,
-        Header(description="Retries with the same key return the stored response (24 h)"),
+        Header(
+            description="Retries with the same key return the stored response (24 h)",
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+        ),
     ] = None,
 ) -> IdempotencyRequest | None:
     if idempotency_key is None:

@@ -24,6 +24,7 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
     (e.NotFound, 404),
     (e.Conflict, 409),
     (e.PreconditionFailed, 412),
+    (e.Forbidden, 403),
     (e.LimitExceeded, 413),
     (e.InvalidInput, 422),
     (e.IdempotencyKeyReused, 422),

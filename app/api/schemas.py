@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from app.domain.compaction.auto import AutoCompactConfig
 from app.domain.items import (
     ID_PATTERN,
     FunctionCallItem,
@@ -14,12 +15,26 @@ from app.domain.items import (
     MessageItem,
     ReasoningItem,
 )
+from app.domain.projection import Budget
 
 FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SessionConfig(_Strict):
+    """A session's config: exactly these keys, each validated as the service will use it."""
+
+    context: Budget | None = Field(None, description="Projection defaults (a budget)")
+    auto_compact: AutoCompactConfig | None = Field(
+        None, description="Background compaction: policy and trigger"
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the client sent (defaults it left out stay out)."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class SessionCreate(_Strict):
@@ -30,8 +45,8 @@ class SessionCreate(_Strict):
         examples=["agent-42"],
     )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    config: dict[str, JsonValue] = Field(
-        default_factory=dict,
+    config: SessionConfig = Field(
+        default_factory=SessionConfig,
         description="`context`: projection defaults (a budget); `auto_compact`: policy and trigger.",
     )
     summary: str | None = None
@@ -41,7 +56,7 @@ class SessionUpdate(_Strict):
     """Only the fields present are changed; `null` clears metadata, config or summary."""
 
     metadata: dict[str, JsonValue] | None = None
-    config: dict[str, JsonValue] | None = None
+    config: SessionConfig | None = None
     summary: str | None = None
 
 
@@ -69,6 +84,7 @@ class SessionList(BaseModel):
 class ItemsAppend(_Strict):
     format: FormatName = Field("canonical", description="The wire format the items are written in")
     items: list[dict[str, Any]] = Field(
+        min_length=1,
         description="Items in `format` (canonical items may carry `id`, `pinned`, `metadata`)",
         examples=[[{"type": "message", "role": "user", "content": "Hello"}]],
     )

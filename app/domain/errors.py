@@ -7,9 +7,12 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced, ...)
     ├── PreconditionFailed     (VersionMismatch)
     ├── InvalidInput           (bad item, bad budget, ...) carries field-level ``errors``
-    │   └── LimitExceeded      (too many items, item or metadata too large)
+    │   ├── LimitExceeded      (too many items, item or metadata too large)
+    │   └── LLMNotConfigured   (policy ``llm`` on a server without an LLM endpoint)
     ├── IdempotencyKeyReused   (same key, another body)
-    ├── Unavailable            (LockTimeout, LockBackendUnavailable) carries ``retry_after``
+    ├── Unavailable            (LockTimeout, LockBackendUnavailable, DatabaseUnavailable)
+    │                          carries ``retry_after``
+    ├── Forbidden              (a key granting more than it holds)
     └── UpstreamFailed         (the LLM used for compaction failed)
 """
 
@@ -48,6 +51,11 @@ class ItemNotFound(NotFound):
 class SnapshotNotFound(NotFound):
     code = "snapshot-not-found"
     title = "Snapshot not found"
+
+
+class KeyNotFound(NotFound):
+    code = "key-not-found"
+    title = "API key not found"
 
 
 class Conflict(DomainError):
@@ -95,6 +103,13 @@ class LimitExceeded(InvalidInput):
     title = "Limit exceeded"
 
 
+class LLMNotConfigured(InvalidInput):
+    """The ``llm`` compaction policy was asked for, but this server has no LLM endpoint."""
+
+    code = "llm-not-configured"
+    title = "No LLM endpoint is configured"
+
+
 class IdempotencyKeyReused(DomainError):
     code = "idempotency-key-reused"
     title = "Idempotency key reused with a different request"
@@ -119,6 +134,22 @@ class LockBackendUnavailable(Unavailable):
     title = "Lock backend unavailable"
 
 
+class DatabaseUnavailable(Unavailable):
+    """The database connection failed mid-request (restart, failover, dropped connection): the
+    transaction was not committed, or its outcome is unknown; a retry with the same
+    ``Idempotency-Key`` is safe either way."""
+
+    code = "database-unavailable"
+    title = "Database unavailable"
+
+
 class UpstreamFailed(DomainError):
     code = "upstream-failed"
     title = "Upstream model failed"
+
+
+class Forbidden(DomainError):
+    """The caller is known but may not do this (a key granting more than it holds)."""
+
+    code = "forbidden"
+    title = "Forbidden"

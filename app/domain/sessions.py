@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from app.domain.compaction.auto import parse_auto_compact
 from app.domain.errors import InvalidInput
 from app.domain.items import ID_PATTERN, is_valid_id
 
@@ -58,4 +59,6 @@ def check_config(config: dict[str, Any]) -> dict[str, Any]:
             raise InvalidInput(
                 "invalid config", errors=[{"loc": ["config", key], "msg": "must be an object"}]
             )
+    if config.get("auto_compact") is not None:
+        parse_auto_compact(config["auto_compact"])
     return config

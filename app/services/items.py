@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import InvalidInput, ItemNotFound, LimitExceeded
 from app.domain.items import NewItem, StoredItem, body_to_dict, item_chars, new_item_id
-from app.domain.sessions import check_session_id
+from app.domain.sessions import SessionState, check_session_id
 from app.domain.tokens import item_tokens
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
 from app.services.sessions import check_visible, fail_write, json_size, load_session
@@ -30,6 +30,7 @@ from app.store.sessions import Counters, SessionRepository
 class AppendResult:
     items: list[StoredItem]
     version: int
+    state: SessionState | None = None  # the session row after the append (auto-compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +154,14 @@ async def append_items(
                 ),
             )
         await EventRepository(db).insert(actor.tenant_id, session_id, log)
-        return AppendResult(stored, state.version)
+        return AppendResult(stored, state.version, state)
 
-    _, encoded = await rt.run_write(
+    result, encoded = await rt.run_write(
         actor, session_id, op=op, encode=encode, idempotency=idempotency
     )
+    if result is not None:  # not an idempotent replay
+        rt.notify("items_appended", count)
+        rt.after_append(actor, session_id, result.state)
     return encoded
 
 

@@ -10,10 +10,11 @@ so a retry can never apply a write twice nor miss one that was acknowledged.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,7 +25,14 @@ from app.store.db import Store
 from app.store.events import EventRecord
 from app.store.idempotency import IdempotencyRepository, StoredResponse
 
+if TYPE_CHECKING:
+    from app.domain.sessions import SessionState
+    from app.llm import LLMClient
+    from app.services.auto_compaction import AutoCompactor
+
 R = TypeVar("R")
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> datetime:
@@ -73,6 +81,32 @@ class Runtime:
     store: Store
     locks: LocalLocks | RedisLocks
     hooks: dict[str, Callable[..., None]] = field(default_factory=dict)
+    # Compaction: the one LLM client (None: no LLM__BASE_URL) and the background scheduler.
+    llm: LLMClient | None = None
+    auto_compactor: AutoCompactor | None = None
+
+    def after_append(
+        self, actor: Actor, session_id: str, state: SessionState | None
+    ) -> None:
+        """Called once an append committed: maybe start an automatic compaction. Never raises
+        and never waits, so an append can neither fail nor slow down because of it."""
+        if self.auto_compactor is None or state is None:
+            return
+        try:
+            self.auto_compactor.after_append(self, actor, session_id, state)
+        except Exception:  # a bug here must not turn a stored append into an error
+            logging.getLogger(__name__).exception("auto-compaction check failed")
+
+    def notify(self, hook: str, *args: object) -> None:
+        """Tell whoever listens (app.metrics) that something happened; hooks and their
+        arguments are listed in app/metrics.py. Nobody listening is fine."""
+        callback = self.hooks.get(hook)
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:  # an observer's failure must not fail a committed write
+            log.exception("hook %s failed", hook)
 
     async def run_write(
         self,

@@ -14,9 +14,14 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app.domain.errors import DatabaseUnavailable
 from app.store.migrate import ensure_sqlite_dir
+
+# A lost or refused connection, an exhausted pool: the request can be retried as it is.
+_CONNECTION_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
 
 
 def _json_dumps(value: Any) -> str:
@@ -56,20 +61,50 @@ class Store:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn:
-            if self.is_sqlite:
-                await conn.execution_options(sqlite_immediate=True)
-            async with conn.begin():
-                yield conn
+        try:
+            async with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    await conn.execution_options(sqlite_immediate=True)
+                async with conn.begin():
+                    yield conn
+        except _CONNECTION_ERRORS as exc:
+            if not self._transient(exc):
+                raise
+            raise _unavailable(exc) from exc
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn, conn.begin():
-            yield conn
+    async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A read transaction; ``snapshot=True`` makes all its statements see one snapshot
+        (REPEATABLE READ on Postgres; a SQLite read transaction always does)."""
+        try:
+            async with self.engine.connect() as conn:
+                if snapshot and not self.is_sqlite:
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
+                async with conn.begin():
+                    yield conn
+        except _CONNECTION_ERRORS as exc:
+            if not self._transient(exc):
+                raise
+            raise _unavailable(exc) from exc
+
+    def _transient(self, exc: Exception) -> bool:
+        # On SQLite, OperationalError is also "no such table": only a busy database is.
+        if self.is_sqlite and isinstance(exc, sa_exc.OperationalError):
+            return "locked" in str(exc) or "busy" in str(exc)
+        return True
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
+
+
+def _unavailable(exc: Exception) -> DatabaseUnavailable:
+    """Connection trouble becomes a 503 with Retry-After (the pool replaces the connection:
+    ``pool_pre_ping`` checks each one as it is checked out)."""
+    return DatabaseUnavailable(
+        f"the database connection failed ({type(exc.__cause__ or exc).__name__}); retry shortly",
+        retry_after=1,
+    )
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -84,6 +119,9 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=15000")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Prefix filters (`startswith` -> LIKE) confine keys to their sessions: they must be
+        # case-sensitive, as on Postgres, or "team-a:" would also match "TEAM-A:...".
+        cursor.execute("PRAGMA case_sensitive_like=ON")
         cursor.close()
 
     @event.listens_for(sync_engine, "begin")

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import DuplicateItemId
-from app.domain.items import StoredItem, body_from_dict, body_to_dict
+from app.domain.items import StoredItem, body_from_dict, body_to_dict, item_texts
 from app.store.tables import items as t
 
 _ITEM_COLUMNS = [
@@ -62,6 +62,7 @@ def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any
         "metadata": item.metadata,
         "archived": False,
         "created_at": item.created_at,
+        "search_text": "\n".join(item_texts(body)),
     }
 
 

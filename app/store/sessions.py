@@ -131,6 +131,42 @@ class SessionRepository:
         )
         return (await self.db.execute(stmt)).first() is not None
 
+    async def insert_copy(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        config: dict[str, Any],
+        summary: str | None,
+        last_compaction: dict[str, Any] | None,
+        counts: Counters,
+        now: datetime,
+    ) -> SessionState:
+        """Create a session that starts with contents (a fork): version 1, one event (its
+        ``created``), ``counts.new_seqs`` seqs already used. ``SessionExists`` if the id is taken."""
+        values = dict(
+            tenant_id=tenant_id,
+            id=session_id,
+            version=1,
+            summary=summary,
+            metadata=metadata,
+            config=config,
+            item_count=counts.items,
+            token_count=counts.tokens,
+            char_count=counts.chars,
+            last_seq=counts.new_seqs,
+            event_seq=1,
+            epoch=0,
+            last_compaction=last_compaction,
+            created_at=now,
+            updated_at=now,
+        )
+        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
+        if (await self.db.execute(stmt)).first() is None:
+            raise SessionExists(f"session {session_id!r} already exists")
+        return SessionState(**values)  # type: ignore[arg-type]
+
     async def bump(
         self,
         tenant_id: str,

@@ -92,6 +92,9 @@ items = sa.Table(
     # why it left working memory: compacted | cleared | restored | popped
     sa.Column("archived_reason", sa.String(16), nullable=True),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # The item's texts (domain.items.item_texts), written with the row: full-text search reads
+    # it (Postgres: GIN expression index; SQLite: FTS5 table kept by triggers; migration 0002).
+    sa.Column("search_text", sa.Text, nullable=True),
 )
 _LIVE = sa.text("NOT archived")
 sa.Index(

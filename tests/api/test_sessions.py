@@ -83,7 +83,7 @@ async def test_patch_with_if_match(client: httpx.AsyncClient, sid: str) -> None:
 
 async def test_config_is_checked(client: httpx.AsyncClient, sid: str) -> None:
     r = await client.post("/v1/sessions", json={"id": sid, "config": {"contxt": {}}})
-    assert_problem(r, 422, "invalid-input")
+    assert_problem(r, 422, "validation-error")  # the request schema declares the config keys
     assert_problem(await client.get(f"/v1/sessions/{sid}"), 404)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -15,7 +13,7 @@ from app.api.problems import problem_responses
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
 from app.domain.errors import InvalidInput
-from app.domain.items import is_valid_id
+from app.domain.items import ID_PATTERN, is_valid_id
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
@@ -25,21 +23,19 @@ SessionId = Annotated[str, Path(description="Session id", max_length=128)]
 
 
 def _cursor_encode(after_id: str | None) -> str | None:
-    return base64.urlsafe_b64encode(after_id.encode()).decode() if after_id else None
+    # The cursor is the last id of the page: any id is a valid position (ids are URL-safe), so
+    # the spec can say exactly what a cursor looks like.
+    return after_id or None
 
 
 def _cursor_decode(cursor: str | None) -> str | None:
     if not cursor:
         return None
-    try:
-        raw = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raw = ""
-    if not is_valid_id(raw):
+    if not is_valid_id(cursor):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )
-    return raw
+    return cursor
 
 
 @router.post(
@@ -54,7 +50,7 @@ async def create_session(
     body: SessionCreate, rt: RuntimeDep, actor: ActorDep, idem: IdempotencyDep
 ) -> Response:
     command = service.SessionCreateCommand(
-        id=body.id, metadata=body.metadata, config=body.config, summary=body.summary
+        id=body.id, metadata=body.metadata, config=body.config.to_dict(), summary=body.summary
     )
     encoded = await service.create_session(
         rt, actor, command, encode=encode_session(201), idempotency=idem
@@ -72,7 +68,9 @@ async def create_session(
 async def list_sessions(
     rt: RuntimeDep,
     actor: ActorDep,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
+    cursor: Annotated[
+        str | None, Query(pattern=ID_PATTERN, description="`next_cursor` of the previous page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     prefix: Annotated[
         str | None, Query(max_length=128, description="Only ids with this prefix")
@@ -112,12 +110,11 @@ async def update_session(
     if_match: IfMatchDep,
 ) -> Response:
     fields = body.model_fields_set
+    values = {name: getattr(body, name) for name in ("metadata", "config", "summary")}
+    if body.config is not None:
+        values["config"] = body.config.to_dict()
     command = service.SessionUpdateCommand(
-        **{
-            name: getattr(body, name)
-            for name in ("metadata", "config", "summary")
-            if name in fields
-        }
+        **{name: value for name, value in values.items() if name in fields}
     )
     encoded = await service.update_session(
         rt, actor, session_id, command, if_match=if_match, encode=encode_session(200)
