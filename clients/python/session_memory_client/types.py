@@ -1,0 +1,208 @@
+"""The shapes the service sends back, as ``TypedDict``s (plain ``dict``s at run time, typed for
+checkers). Names follow the OpenAPI components (``SessionRead`` -> ``Session``).
+
+Items are dicts whose keys depend on ``type`` (``message``, ``function_call``,
+``function_call_output``, ``reasoning``) plus the envelope (``id``, ``seq``, ``tokens``,
+``chars``, ``pinned``, ``metadata``, ``created_at``); they are typed as ``Item`` (a ``dict``)
+rather than a union so that reading ``item["content"]`` needs no narrowing dance.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+JSON = Any
+Item = dict[str, Any]
+"""A stored item: canonical fields plus the envelope."""
+
+Format = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+CompactPolicy = Literal["window", "structured", "llm"]
+SearchScope = Literal["memory", "history"]
+
+
+class ProblemFieldError(TypedDict, total=False):
+    loc: list[str | int]
+    msg: str
+    type: str | None
+
+
+class Problem(TypedDict, total=False):
+    """An RFC 9457 problem document."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None
+    errors: list[ProblemFieldError] | None
+
+
+class Session(TypedDict):
+    id: str
+    version: int
+    summary: str | None
+    metadata: dict[str, JSON]
+    config: dict[str, JSON]
+    item_count: int
+    token_count: int
+    char_count: int
+    last_seq: int
+    created_at: str
+    updated_at: str
+
+
+class SessionPage(TypedDict):
+    items: list[Session]
+    next_cursor: str | None
+
+
+class AppendResult(TypedDict):
+    items: list[Item]
+    version: int
+
+
+class ItemPage(TypedDict):
+    items: list[Item]
+    next_cursor: int | None
+
+
+class PopResult(TypedDict):
+    item: Item
+    version: int
+
+
+class ClearResult(TypedDict):
+    cleared_items: int
+    session: Session
+
+
+class ContextReport(TypedDict):
+    source_items: int
+    projected_items: int
+    dropped_items: int
+    source_tokens: int
+    projected_tokens: int
+    source_chars: int
+    projected_chars: int
+    limits_applied: list[str]
+    dropped_ranges: list[list[int]]
+    notes: list[str]
+    tokenizer: str
+
+
+class Context(TypedDict, total=False):
+    """The projected prompt. Which payload keys are present depends on ``format``: ``items``
+    (canonical), ``messages`` (openai-chat), ``input`` (openai-responses), ``system`` and
+    ``messages`` (anthropic). ``format``, ``version`` and ``report`` are always there."""
+
+    format: Format
+    version: int
+    items: list[Item]
+    messages: list[dict[str, JSON]]
+    input: list[dict[str, JSON]]
+    system: JSON
+    report: ContextReport
+
+
+class CompactReport(TypedDict, total=False):
+    items_before: int
+    items_after: int
+    tokens_before: int
+    tokens_after: int
+    compacted_tokens: int
+    summary_tokens: int
+    first_seq: int | None
+    last_seq: int | None
+    kept_from_seq: int | None
+    compacted_ranges: list[list[int]]
+    notes: list[str]
+
+
+class CompactResult(TypedDict, total=False):
+    """A compaction's outcome; the ``structured`` policy also fills the section fields
+    (``goal``, ``completed``, ``pending``, ``decisions``, ``errors``, ...)."""
+
+    id: str
+    policy: CompactPolicy
+    summary: str | None
+    compacted_items: int
+    report: CompactReport
+    model: str | None
+    created_at: str
+    goal: str | None
+    completed: list[str]
+    pending: list[str]
+    decisions: list[str]
+    errors: list[str]
+    test_results: list[str]
+    open_questions: list[str]
+    read_files: list[str]
+    modified_files: list[str]
+    tools_called: dict[str, int]
+    earlier_summary: str | None
+
+
+class CompactionPage(TypedDict):
+    items: list[CompactResult]
+    next_cursor: str | None
+
+
+class Snapshot(TypedDict):
+    id: str
+    label: str | None
+    version: int
+    item_count: int
+    created_at: str
+
+
+class SnapshotPage(TypedDict):
+    items: list[Snapshot]
+    next_cursor: str | None
+
+
+SnapshotDocument = dict[str, Any]
+"""An exported snapshot (``schema_version``, ``items``, ...): pass it back to ``restore``."""
+
+
+class RestoreResult(TypedDict):
+    undo_snapshot_id: str
+    snapshot_id: str | None
+    restored_items: int
+    session: Session
+
+
+class Event(TypedDict):
+    seq: int
+    type: str
+    version: int
+    request_id: str | None
+    actor: str | None
+    data: dict[str, JSON]
+    created_at: str
+
+
+class EventPage(TypedDict):
+    items: list[Event]
+    next_cursor: int | None
+
+
+class HistoryPage(TypedDict):
+    """Items ever appended; each also has ``archived`` and ``archived_reason``."""
+
+    items: list[Item]
+    next_cursor: int | None
+
+
+class SearchHit(TypedDict):
+    session_id: str
+    seq: int
+    item: Item
+    score: float
+    snippet: str | None
+    archived: bool
+    archived_reason: str | None
+
+
+class SearchResults(TypedDict):
+    items: list[SearchHit]
+    next_cursor: str | None
