@@ -9,8 +9,9 @@ Refused:
   numbers that overflow a double;
 - a JSON body nesting deeper than ``max_depth`` (Python's own parser would overflow its stack
   at a few thousand levels);
-- a NUL character in any string or object key (Postgres JSONB rejects ``\\u0000``);
-- an integer outside the 64-bit range (neither the JSON encoder nor the databases keep it).
+- a NUL character in any string or object key (Postgres JSONB rejects ``\\u0000``).
+
+Integers of any size are accepted and kept exact (``app.jsonutil``).
 
 The body is parsed once here with orjson (fast, and strict where Python's ``json`` is lax),
 then handed on unchanged.
@@ -29,8 +30,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.problems import problem_response
 
 _LONG_DIGITS = re.compile(rb"\d{19,}")
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
 
 
 class _Refused(Exception):
@@ -56,13 +55,6 @@ def _is_json(scope: Scope) -> bool:
         return False
     subtype = message.get_content_subtype()
     return subtype == "json" or subtype.endswith("+json")
-
-
-def _checked_int(text: str) -> int:
-    value = int(text)
-    if not _INT_MIN <= value <= _INT_MAX:
-        raise ValueError("integer outside the 64-bit range")
-    return value
 
 
 def check_json_body(body: bytes, *, max_depth: int) -> None:
@@ -109,16 +101,12 @@ def check_json_body(body: bytes, *, max_depth: int) -> None:
                     if isinstance(child, str | dict | list):
                         stack.append((child, depth + 1, [*loc, index][:16]))
     if _LONG_DIGITS.search(body):
-        # orjson reads huge integers as floats; Python's json (FastAPI's) keeps them exact and
-        # nothing downstream can encode them. Only bodies with 19+ digit runs pay this parse.
+        # Python's json (FastAPI's parser) refuses integers of more than 4,300 digits.
         try:
-            json.loads(body, parse_int=_checked_int)
-        except ValueError:
+            json.loads(body)
+        except ValueError as exc:
             raise _Refused(
-                "invalid-json",
-                "Invalid JSON body",
-                "integers must fit in 64 bits (-2^63 .. 2^64-1)",
-                ["body"],
+                "invalid-json", "Invalid JSON body", f"the body is not valid JSON: {exc}", ["body"]
             ) from None
 
 
