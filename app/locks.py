@@ -3,7 +3,8 @@
 ``RedisLocks`` (production, many processes): ``SET key token NX PX ttl`` to take the lock, a
 compare-and-delete script to release it (never someone else's), a compare-and-extend script
 renewing it every ttl/3 while held. Waiters in one process queue on a local lock first, so only
-one of them polls Redis per session and process. A writer waits at most ``wait_seconds``, then
+one of them polls Redis per session and process, and the lock is handed from one to the next
+without a Redis round trip (a bounded number of times in a row). A writer waits at most ``wait_seconds``, then
 ``LockTimeout``; Redis unreachable gives ``LockBackendUnavailable``; both map to 503 with
 ``Retry-After``. The redis client reconnects by itself: writes recover when Redis comes back.
 
@@ -85,6 +86,13 @@ class _KeyedLocal:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
+    def others(self, key: str) -> int:
+        """How many besides the holder hold or wait for ``key`` (call while holding it)."""
+        return max(self._locks.get(key, (None, 0))[1] - 1, 0)
+
+    def idle(self, key: str) -> bool:
+        return key not in self._locks
+
     @asynccontextmanager
     async def hold(self, key: str, wait_seconds: float) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))
@@ -140,8 +148,26 @@ class LocalLocks:
         return None
 
 
+@dataclass
+class _Held:
+    """A Redis lock this process holds, with its renewal task."""
+
+    token: str
+    renewer: asyncio.Task[None] | None = None
+    lost: bool = False
+    handoffs: int = 0
+
+
 class RedisLocks:
-    """Distributed locks on Redis, safe across processes and hosts."""
+    """Distributed locks on Redis, safe across processes and hosts.
+
+    Handoff: when the holder finishes while another writer of this process already queues for
+    the same session, the Redis lock (token and renewal) passes straight to it: no release,
+    no ``SET NX`` and no polling sleep in between. At most ``MAX_HANDOFFS`` times in a row, so
+    writers in other processes get their turn; never a lock whose renewal failed.
+    """
+
+    MAX_HANDOFFS = 8
 
     def __init__(
         self,
@@ -163,6 +189,7 @@ class RedisLocks:
         self._release = self.redis.register_script(_RELEASE)
         self._renew = self.redis.register_script(_RENEW)
         self._local = _KeyedLocal()
+        self._handed: dict[str, _Held] = {}  # passed on, not yet picked up by the next holder
         self.stats = LockStats()
 
     @asynccontextmanager
@@ -172,23 +199,43 @@ class RedisLocks:
         acquired = False
         try:
             async with self._local.hold(key, self.wait_seconds):
-                token = secrets.token_hex(16)
-                await self._acquire(key, token, deadline)
+                held = self._handed.pop(key, None)
+                if held is None or held.lost:
+                    if held is not None:
+                        await self._let_go(key, held)
+                    held = _Held(secrets.token_hex(16))
+                    await self._acquire(key, held.token, deadline)
+                    held.renewer = asyncio.create_task(self._keep_alive(key, held))
                 acquired = True
                 self.stats.record(time.monotonic() - start)
-                renewer = asyncio.create_task(self._keep_alive(key, token))
                 try:
                     yield
                 finally:
-                    renewer.cancel()
-                    try:
-                        await self._release(keys=[key], args=[token])
-                    except RedisError as exc:  # it expires by itself
-                        log.warning("lock release failed for %s: %s", key, exc)
+                    if (
+                        self._local.others(key)
+                        and not held.lost
+                        and held.handoffs < self.MAX_HANDOFFS
+                    ):
+                        held.handoffs += 1
+                        self._handed[key] = held
+                    else:
+                        await self._let_go(key, held)
         except LockTimeout:
             if not acquired:
                 self.stats.record_timeout(time.monotonic() - start)
             raise
+        finally:
+            # The writers it was handed to gave up waiting: nobody will pick it up.
+            if key in self._handed and self._local.idle(key):
+                await self._let_go(key, self._handed.pop(key))
+
+    async def _let_go(self, key: str, held: _Held) -> None:
+        if held.renewer is not None:
+            held.renewer.cancel()
+        try:
+            await self._release(keys=[key], args=[held.token])
+        except RedisError as exc:  # it expires by itself
+            log.warning("lock release failed for %s: %s", key, exc)
 
     async def _acquire(self, key: str, token: str, deadline: float) -> None:
         delay = 0.002
@@ -207,14 +254,16 @@ class RedisLocks:
                     retry_after=1,
                 )
             await asyncio.sleep(min(delay * (0.5 + random.random()), deadline - now))
-            delay = min(delay * 2, 0.05)
+            # Writes hold a lock for milliseconds: a long sleep would leave it free and unused.
+            delay = min(delay * 2, 0.01)
 
-    async def _keep_alive(self, key: str, token: str) -> None:
+    async def _keep_alive(self, key: str, held: _Held) -> None:
         interval = self.ttl_ms / 3000
         while True:
             await asyncio.sleep(interval)
             try:
-                if not await self._renew(keys=[key], args=[token, self.ttl_ms]):
+                if not await self._renew(keys=[key], args=[held.token, self.ttl_ms]):
+                    held.lost = True
                     log.warning("lock %s was lost while held; fencing protects the write", key)
                     return
             except RedisError as exc:
@@ -227,6 +276,9 @@ class RedisLocks:
             raise LockBackendUnavailable(f"redis unreachable: {type(exc).__name__}") from exc
 
     async def close(self) -> None:
+        for key, held in list(self._handed.items()):
+            await self._let_go(key, held)
+        self._handed.clear()
         await self.redis.aclose()
 
 

@@ -13,6 +13,7 @@ from app.api.auth import AuthMiddleware, declare_security
 from app.api.body_guard import JsonGuardMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.api.observability import ObservabilityMiddleware, instrument
+from app.api.openapi_examples import declare_examples
 from app.api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
 from app.api.routes import (
     admin,
@@ -27,6 +28,7 @@ from app.api.routes import (
     sessions,
     snapshots,
 )
+from app.api.schemas import JSON_VALUE_SCHEMA
 from app.locks import build_locks
 from app.services.auto_compaction import start_compaction, stop_compaction
 from app.services.keys import KeyResolver, auth_required, startup_problem
@@ -35,7 +37,9 @@ from app.settings import Settings, get_settings
 from app.store.db import Store
 
 API_DESCRIPTION = """Conversation state for LLM agents: append what happened, read back a
-budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/problem+json`."""
+budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/problem+json`.
+Query parameters an operation does not declare are ignored (JSON bodies, by contrast, refuse
+unknown fields)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -99,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestIdMiddleware)
     _declare_problem_schema(app)
     declare_security(app)
+    declare_examples(app)
     return app
 
 
@@ -117,6 +122,8 @@ def _declare_problem_schema(app: FastAPI) -> None:
         for name, definition in problem.pop("$defs", {}).items():
             components.setdefault(name, definition)
         components.setdefault("Problem", problem)
+        if "JsonValue" in components:
+            components["JsonValue"] = JSON_VALUE_SCHEMA
         problem_ref = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for methods in schema.get("paths", {}).values():
             for operation in methods.values():

@@ -13,9 +13,11 @@ about 2 x 2 x 27 x 24 > 2,000 cases in all; the test asserts the total it actual
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -25,6 +27,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from tests.conftest import ROOT
+from tests.support.fake_llm import FakeLLMServer
 from tests.support.services import REDIS_URL, ServerProcess
 
 SPEC = ROOT / "openapi" / "openapi.json"
@@ -33,9 +36,20 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "24"))
 MIN_CASES_PER_BACKEND = 1000
 
 
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    """The servers are deployed with an LLM endpoint (a real local stand-in), so `policy: llm`
+    is exercised end to end; without one it is a 503 `llm-not-configured`, a deployment state
+    tested in tests/api/test_compaction.py."""
+    with FakeLLMServer() as server:
+        yield server
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def live_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    fake_llm: FakeLLMServer,
 ) -> Iterator[tuple[str, ServerProcess]]:
     backend = str(request.param)
     tmp = tmp_path_factory.mktemp(f"fuzz-{backend}")
@@ -44,6 +58,9 @@ def live_server(
         "AUTH__BOOTSTRAP_TENANT": "fuzz",
         "LOG_LEVEL": "warning",
         "LOCK__WAIT_SECONDS": "2",
+        "LLM__BASE_URL": fake_llm.base_url,
+        "LLM__MODEL": "fake-model",
+        "LLM__RETRIES": "0",
     }
     if backend == "sqlite":
         env |= {"DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'fuzz.db'}"}
@@ -72,6 +89,30 @@ def _fresh_idempotency_key(case: schemathesis.Case) -> None:
             case.headers[name] = f"{case.headers[name][:200]}-{uuid.uuid4().hex}"  # type: ignore[index]
 
 
+def _current_if_match(case: schemathesis.Case, base_url: str, http: requests.Session) -> None:
+    """`If-Match` is a precondition on server state: a generated version ("775") almost never is
+    the session's, and the 412 that follows is the header working, not a rejected request (412
+    is tested in tests/api). So a valid case keeps the generated form (quotes, `W/`, `*`) with
+    the session's current version in it, or drops the header when there is no session yet."""
+    headers = case.headers or {}
+    name = next((n for n in headers if n.lower() == "if-match"), None)
+    if name is None or "*" in headers[name]:
+        return
+    session_id = (case.path_parameters or {}).get("session_id")
+    version = None
+    if session_id is not None:
+        r = http.get(
+            f"{base_url}/v1/sessions/{quote(str(session_id), safe='')}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+        if r.status_code == 200:
+            version = str(r.json()["version"])
+    if version is None:
+        del headers[name]
+    else:
+        headers[name] = re.sub(r"[0-9]+", version, headers[name], count=1)
+
+
 def _run_operation(
     operation: schemathesis.APIOperation,
     mode: GenerationMode,
@@ -95,6 +136,7 @@ def _run_operation(
         count += 1
         if mode == GenerationMode.POSITIVE:
             _fresh_idempotency_key(case)
+            _current_if_match(case, base_url, http)
         try:
             case.call_and_validate(
                 base_url=base_url, session=http, headers={"Authorization": f"Bearer {KEY}"}

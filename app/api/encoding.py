@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from app import jsonutil
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
 from app.services.runtime import Encoded
 
 
 def dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return jsonutil.dumps(value)
 
 
 def session_dict(state: SessionState) -> dict[str, Any]:

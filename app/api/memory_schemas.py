@@ -4,12 +4,29 @@ search (the session and item shapes they reuse live in ``schemas``)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    TypeAdapter,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
+from app.api.append_schemas import (
+    FunctionCallCreate,
+    FunctionCallOutputCreate,
+    MessageCreate,
+    ReasoningCreate,
+)
 from app.api.schemas import (
     ItemRead,
+    SessionConfig,
     SessionRead,
     StoredFunctionCall,
     StoredFunctionCallOutput,
@@ -45,14 +62,92 @@ class SnapshotList(BaseModel):
     )
 
 
+class RestoreFromId(_Strict):
+    """Restore one of this session's snapshots."""
+
+    snapshot_id: str = Field(max_length=128, description="A snapshot of this session")
+
+
+class _Informative(BaseModel):
+    seq: JsonValue = Field(None, description="Informative, ignored")
+    tokens: JsonValue = Field(None, description="Informative, ignored")
+    chars: JsonValue = Field(None, description="Informative, ignored")
+    created_at: datetime | None = Field(None, description="Kept")
+
+
+class DocumentMessage(MessageCreate, _Informative):
+    pass
+
+
+class DocumentFunctionCall(FunctionCallCreate, _Informative):
+    pass
+
+
+class DocumentFunctionCallOutput(FunctionCallOutputCreate, _Informative):
+    pass
+
+
+class DocumentReasoning(ReasoningCreate, _Informative):
+    pass
+
+
+DocumentItem = Annotated[
+    DocumentMessage | DocumentFunctionCall | DocumentFunctionCallOutput | DocumentReasoning,
+    Field(discriminator="type"),
+]
+
+
+class SnapshotDocumentIn(_Strict):
+    """A `SnapshotDocument` as a restore accepts it (what `GET .../snapshots/{id}` exports)."""
+
+    model_config = ConfigDict(extra="forbid", title="SnapshotDocumentIn")
+
+    schema_version: Literal[1] = Field(description="Document format version")
+    kind: Literal["session-memory.snapshot"] = "session-memory.snapshot"
+    id: str | None = Field(None, description="Informative")
+    label: str | None = None
+    session_id: str | None = Field(None, description="Informative")
+    version: Annotated[int, Field(ge=-(2**63), le=2**64 - 1)] | None = Field(
+        None, description="Informative"
+    )
+    created_at: datetime | None = None
+    summary: str | None = None
+    last_compaction: dict[str, JsonValue] | None = None
+    config: SessionConfig = Field(default_factory=SessionConfig)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    items: list[DocumentItem] = Field(description="Working memory, oldest first")
+
+
+class RestoreFromDocument(_Strict):
+    """Restore a whole exported document (e.g. from another server)."""
+
+    snapshot: SnapshotDocumentIn
+
+
 class RestoreRequest(_Strict):
-    """Exactly one of `snapshot_id` (a snapshot of this session) and `snapshot` (a whole
-    exported document, e.g. from another server)."""
+    """What the route parses (the document is validated by ``parse_document``); published as
+    a ``oneOf``: ``RestoreFromId`` or ``RestoreFromDocument``, never both."""
 
     snapshot_id: str | None = Field(None, max_length=128)
-    snapshot: dict[str, Any] | None = Field(
-        None, description="An exported `SnapshotDocument`, validated strictly"
-    )
+    snapshot: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "snapshot_id" in data and "snapshot" in data:
+            raise ValueError("name exactly one of snapshot_id and snapshot")
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(TypeAdapter(RestoreFromId | RestoreFromDocument).core_schema)
+        return {
+            "oneOf": schema["anyOf"],
+            "title": "RestoreRequest",
+            "description": "Exactly one of `snapshot_id` and `snapshot`.",
+        }
 
 
 class RestoreRead(BaseModel):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import jsonutil
 from app.domain import errors as e
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
     (e.InvalidInput, 422),
     (e.IdempotencyKeyReused, 422),
     (e.Unavailable, 503),
+    (e.LLMNotConfigured, 503),
     (e.UpstreamFailed, 502),
 ]
 
@@ -78,7 +79,7 @@ def problem_response(
     if errors is not None:
         body["errors"] = errors
     return Response(
-        orjson.dumps(body, default=str),
+        jsonutil.dumps_bytes(body, default=str),
         status_code=status,
         media_type=PROBLEM_MEDIA_TYPE,
         headers=headers,

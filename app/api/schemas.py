@@ -5,8 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    TypeAdapter,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
+from app.api.append_schemas import AppendRequest
 from app.domain.compaction.auto import AutoCompactConfig
 from app.domain.items import (
     ID_PATTERN,
@@ -18,6 +28,12 @@ from app.domain.items import (
 from app.domain.projection import Budget
 
 FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+
+# The published form of ``JsonValue`` (pydantic states it as ``{}``): any JSON value. Integers
+# of any size are accepted and kept exact (``app.jsonutil``). Deliberately typeless: client
+# generators read a list of types, or a typeless ``additionalProperties``, as a model of their
+# own and drop or mistype every model that uses it.
+JSON_VALUE_SCHEMA: dict[str, Any] = {"description": "Any JSON value"}
 
 
 class _Strict(BaseModel):
@@ -82,6 +98,9 @@ class SessionList(BaseModel):
 
 
 class ItemsAppend(_Strict):
+    """What the route parses; the items are validated by the format's ingest. Its published
+    schema is ``append_schemas.AppendRequest``: a ``oneOf`` chosen by ``format``."""
+
     format: FormatName = Field("canonical", description="The wire format the items are written in")
     items: list[dict[str, Any]] = Field(
         min_length=1,
@@ -91,6 +110,19 @@ class ItemsAppend(_Strict):
     system: JsonValue = Field(
         None, description="Anthropic only: the top-level `system` (string or text blocks)"
     )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(TypeAdapter(AppendRequest).core_schema)
+        return {"oneOf": schema["anyOf"], "title": "ItemsAppend", "description": _APPEND_DOC}
+
+
+_APPEND_DOC = (
+    "A batch in one wire format, chosen by `format` (default `canonical`); atomic: all items "
+    "or none. Every item or message may carry the envelope keys `id`, `pinned` and `metadata`."
+)
 
 
 class _Envelope(BaseModel):

@@ -7,12 +7,13 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced, ...)
     ├── PreconditionFailed     (VersionMismatch)
     ├── InvalidInput           (bad item, bad budget, ...) carries field-level ``errors``
-    │   ├── LimitExceeded      (too many items, item or metadata too large)
-    │   └── LLMNotConfigured   (policy ``llm`` on a server without an LLM endpoint)
+    │   └── LimitExceeded      (too many items, item or metadata too large)
     ├── IdempotencyKeyReused   (same key, another body)
     ├── Unavailable            (LockTimeout, LockBackendUnavailable, DatabaseUnavailable)
     │                          carries ``retry_after``
     ├── Forbidden              (a key granting more than it holds)
+    ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: the
+    │                          server's configuration, not the request, is at fault)
     └── UpstreamFailed         (the LLM used for compaction failed)
 """
 
@@ -103,8 +104,11 @@ class LimitExceeded(InvalidInput):
     title = "Limit exceeded"
 
 
-class LLMNotConfigured(InvalidInput):
-    """The ``llm`` compaction policy was asked for, but this server has no LLM endpoint."""
+class LLMNotConfigured(DomainError):
+    """The ``llm`` compaction policy was asked for, but this server has no LLM endpoint.
+
+    A well-formed request the server cannot serve as deployed (503, no ``Retry-After``: waiting
+    does not help until an operator sets ``LLM__BASE_URL``), not invalid input."""
 
     code = "llm-not-configured"
     title = "No LLM endpoint is configured"

@@ -27,6 +27,10 @@ from app.domain.errors import InvalidInput
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _ID_RE = re.compile(ID_PATTERN)
 
+# The largest integer every JSON client keeps exactly (JavaScript's Number.MAX_SAFE_INTEGER): the
+# upper bound of open-ended integer inputs (budgets, seq cursors), stated in the OpenAPI document.
+MAX_SAFE_INTEGER = 2**53 - 1
+
 Role = Literal["system", "developer", "user", "assistant"]
 ImageDetail = Literal["auto", "low", "high"]
 

@@ -54,6 +54,7 @@ from app.domain.formats import (
     representable,
 )
 from app.domain.items import (
+    MAX_SAFE_INTEGER,
     CanonicalItem,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -82,13 +83,13 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_items: int | None = Field(default=None, ge=1)
-    max_chars: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_items: int | None = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
+    max_chars: int | None = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
     tokenizer: TokenizerName = "o200k_base"
-    pinned_prefix_items: int = Field(default=0, ge=0)
+    pinned_prefix_items: int = Field(default=0, ge=0, le=MAX_SAFE_INTEGER)
     keep_system: bool = True
-    max_recent_tool_results: int | None = Field(default=None, ge=0)
+    max_recent_tool_results: int | None = Field(default=None, ge=0, le=MAX_SAFE_INTEGER)
     trim_old_reasoning: bool = False
     start_on: Literal["any", "user"] = "any"
     dangling_tool_calls: Literal["drop", "placeholder"] = "drop"
@@ -205,20 +206,22 @@ class WindowHint:
 def window_hint(budget: Budget, *, attempt: int = 0) -> WindowHint | None:
     """How much of the newest working memory to load first; ``None``: load all of it.
 
-    Each ``needs_more`` retry doubles the window (``attempt`` 0, 1, 2, ...); the service stops
-    growing once the window is the whole memory.
+    The first window is a quarter larger than the budget: a rendered item never costs fewer
+    tokens or chars than its stored counts, so that usually decides. Each ``needs_more`` retry
+    doubles the window (``attempt`` 0, 1, 2, ...); the service stops growing once the window is
+    the whole memory.
     """
     limits = budget.limits
     if not limits:
         return None
-    factor = 2 ** (attempt + 1)
+    factor = 1.25 * 2**attempt
     items = limits.get("max_items")
     tokens = limits.get("max_tokens")
     chars = limits.get("max_chars")
     return WindowHint(
-        min_items=None if items is None else (items + 1) * factor,
-        min_tokens=None if tokens is None else tokens * factor,
-        min_chars=None if chars is None else chars * factor,
+        min_items=None if items is None else int((items + 1) * factor) + 1,
+        min_tokens=None if tokens is None else int(tokens * factor) + 1,
+        min_chars=None if chars is None else int(chars * factor) + 1,
     )
 
 
@@ -549,9 +552,15 @@ def project_context(
             ),
             last,
         )
+        guess = _estimated_cut(
+            candidates,
+            limits,
+            start_of=lambda cut: units[cut][0] if cut < len(units) else n,
+            estimates=_estimates(items, bodies, transformed, can_render, closure, source.summary),
+        )
         found: int | None = None
         for lo, hi in ((0, split - 1), (split, last)):
-            found = _first_true(lo, hi, fits)
+            found = _first_true_near(lo, hi, fits, guess)
             if found is not None:
                 break
         mandatory_over = found is None
@@ -665,10 +674,98 @@ def _partition_units(entries: list[Entry], categories: list[int]) -> list[Entry]
     return out
 
 
-def _first_true(lo: int, hi: int, predicate: Callable[[int], bool]) -> int | None:
-    """Smallest k in [lo, hi] with predicate(k), for a predicate monotone in k."""
-    if lo > hi or not predicate(hi):
+_EST_PER_ITEM = 3  # the framing every format charges per message or item
+
+
+def _estimates(
+    items: Sequence[StoredItem],
+    bodies: Sequence[CanonicalItem],
+    transformed: Mapping[int, CanonicalItem],
+    can_render: Sequence[bool],
+    closure: set[int],
+    summary: str | None,
+) -> tuple[list[tuple[int, int, int]], tuple[int, int, int]]:
+    """Cheap (items, tokens, chars) guesses per item from the stored counts, and the guess for
+    the mandatory part; only used to choose where the exact search starts probing."""
+    per: list[tuple[int, int, int]] = []
+    for i, item in enumerate(items):
+        if not can_render[i]:
+            per.append((0, 0, 0))
+        elif i in transformed:
+            per.append((1, 12 + _EST_PER_ITEM, 48))
+        else:
+            per.append((1, item.tokens + _EST_PER_ITEM, item.chars))
+    base_chars = len(summary or "")
+    base = [0, base_chars // 4 + (_EST_PER_ITEM if summary else 0), base_chars]
+    for i in closure:
+        for k in range(3):
+            base[k] += per[i][k]
+    return per, (base[0], base[1], base[2])
+
+
+def _estimated_cut(
+    candidates: Sequence[int],
+    limits: Mapping[LimitName, int],
+    *,
+    start_of: Callable[[int], int],
+    estimates: tuple[list[tuple[int, int, int]], tuple[int, int, int]],
+) -> int:
+    """Index of the earliest candidate cut whose estimated cost fits every limit."""
+    per, base = estimates
+    n = len(per)
+    # suffix sums of the non-mandatory estimates are implied: walk from the newest cut back
+    totals = list(base)
+    caps = (
+        limits.get("max_items", 1 << 62),
+        limits.get("max_tokens", 1 << 62),
+        limits.get("max_chars", 1 << 62),
+    )
+    position = n
+    best = len(candidates) - 1
+    for k in range(len(candidates) - 1, -1, -1):
+        start = start_of(candidates[k])
+        while position > start:
+            position -= 1
+            for m in range(3):
+                totals[m] += per[position][m]
+        if any(totals[m] > caps[m] for m in range(3)):
+            break
+        best = k
+    return best
+
+
+def _first_true_near(
+    lo: int, hi: int, predicate: Callable[[int], bool], guess: int
+) -> int | None:
+    """Smallest k in [lo, hi] with predicate(k), for a predicate monotone in k (false...true),
+    probing outward from ``guess``: close guesses need few (expensive) predicate calls. Returns
+    exactly what a binary search over [lo, hi] would."""
+    if lo > hi:
         return None
+    g = min(max(guess, lo), hi)
+    step = 1
+    if predicate(g):
+        true_at, false_at = g, lo - 1
+        while true_at > lo:
+            probe = max(true_at - step, lo)
+            if predicate(probe):
+                true_at = probe
+                step *= 2
+            else:
+                false_at = probe
+                break
+    else:
+        false_at = g
+        while True:
+            if false_at == hi:
+                return None
+            probe = min(false_at + step, hi)
+            if predicate(probe):
+                true_at = probe
+                break
+            false_at = probe
+            step *= 2
+    lo, hi = false_at + 1, true_at
     while lo < hi:
         mid = (lo + hi) // 2
         if predicate(mid):

@@ -9,8 +9,9 @@ Invariants:
 - ``build_document`` then ``parse_document`` gives back the same items (bodies, ids, pinned,
   metadata, created_at), summary, last compact result, config and metadata;
 - ``parse_document`` is all-or-nothing: every problem is reported (``loc`` starting at the
-  document's root) and nothing is returned; it never trusts informative fields (tokens and
-  chars are recomputed by whoever stores the items).
+  document's root; ``DuplicateItemId`` when two items sharing an id is the only problem,
+  ``InvalidInput`` otherwise) and nothing is returned; it never trusts informative fields
+  (tokens and chars are recomputed by whoever stores the items).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
-from app.domain.errors import InvalidInput
+from app.domain.errors import DuplicateItemId, InvalidInput
 from app.domain.items import NewItem, StoredItem, parse_canonical_items
+from app.domain.projection import Budget
 from app.domain.sessions import check_config
 
 SCHEMA_VERSION = 1
@@ -160,6 +162,16 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
     except InvalidInput as exc:
         errors.extend(exc.errors or [])
         config = {}
+    if isinstance(config.get("context"), dict):
+        # The projection defaults are read as a Budget on every context request: check them
+        # here, as a session create or update does, so a restored config can always be used.
+        try:
+            Budget.model_validate(config["context"])
+        except ValidationError as exc:
+            errors.extend(
+                {"loc": ["config", "context", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors(include_url=False, include_context=False, include_input=False)
+            )
     bodies: list[dict[str, Any]] = []
     created: list[datetime | None] = []
     for index, entry in enumerate(doc.items):
@@ -184,6 +196,12 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
         if item.id in seen:
             errors.append({"loc": ["items", index, "id"], "msg": "duplicate item id"})
         seen.add(item.id)
+    if errors and all(e["msg"] == "duplicate item id" for e in errors):
+        # Well formed, but two items claim one id: the conflict an append of both would get.
+        raise DuplicateItemId(
+            "two items of the snapshot document share an id; nothing was changed",
+            errors=[{**e, "loc": [*root, *e["loc"]]} for e in errors],
+        )
     if errors:
         raise _fail(errors, root)
     return SnapshotContent(

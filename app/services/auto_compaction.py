@@ -52,10 +52,11 @@ class _Backoff:
 
 
 def compact_request(config: AutoCompactConfig) -> CompactRequest:
+    keep_last_items, keep_last_tokens = config.effective_keep()
     return CompactRequest(
         policy=config.policy,
-        keep_last_items=config.keep_last_items,
-        keep_last_tokens=config.keep_last_tokens,
+        keep_last_items=keep_last_items,
+        keep_last_tokens=keep_last_tokens,
         pinned_prefix_items=config.pinned_prefix_items,
         instructions=config.instructions,
         model=config.model,

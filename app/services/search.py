@@ -1,5 +1,9 @@
 """Search use cases: full-text search over one session's memory or history, and across every
-session of the tenant the caller may see (its key's session prefix applies)."""
+session of the tenant the caller may see (its key's session prefix applies).
+
+A query is words; operators and punctuation are words too, never syntax. A query with no word
+in it (whitespace or punctuation only) matches nothing: an empty result, not an error. Only an
+empty ``q`` is refused (the API declares ``minLength: 1``)."""
 
 from __future__ import annotations
 
@@ -15,11 +19,12 @@ MAX_QUERY_CHARS = 1000
 
 
 def check_query(q: str) -> str:
-    text = q.strip()
-    if not text:
+    """The query's text, stripped (possibly empty: it then matches nothing)."""
+    if not q:
         raise InvalidInput(
             "the search query is empty", errors=[{"loc": ["query", "q"], "msg": "empty"}]
         )
+    text = q.strip()
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidInput(
             "the search query is too long",
@@ -28,8 +33,12 @@ def check_query(q: str) -> str:
     return text
 
 
+MAX_OFFSET = 10_000  # deepest page a cursor may ask for (the API's cursor pattern says so)
+
+
 def _page(hits: list[SearchHit], *, offset: int, limit: int) -> tuple[list[SearchHit], int | None]:
-    return hits[:limit], (offset + limit if len(hits) > limit else None)
+    more = len(hits) > limit and offset + limit <= MAX_OFFSET
+    return hits[:limit], (offset + limit if more else None)
 
 
 async def search_session(
@@ -47,6 +56,8 @@ async def search_session(
     text = check_query(q)
     async with rt.store.read() as db:
         await load_session(db, actor, session_id)
+        if not text:
+            return [], None
         hits = await SearchRepository(db).search(
             actor.tenant_id,
             text,
@@ -63,6 +74,8 @@ async def search_all(
 ) -> tuple[list[SearchHit], int | None]:
     """Ranked hits across the tenant's sessions visible to the caller."""
     text = check_query(q)
+    if not text:
+        return [], None
     async with rt.store.read() as db:
         hits = await SearchRepository(db).search(
             actor.tenant_id,

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import jsonutil
 from app.domain.errors import LimitExceeded, SessionNotFound, VersionMismatch
 from app.domain.items import new_item_id
 from app.domain.sessions import SessionState, check_config, check_session_id
@@ -20,7 +20,7 @@ _UNSET: Any = object()
 
 
 def json_size(value: object) -> int:
-    return len(orjson.dumps(value))
+    return len(jsonutil.dumps_bytes(value))
 
 
 def check_visible(actor: Actor, session_id: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.errors import InvalidInput, SnapshotNotFound, VersionMismatch
+from app.domain.errors import InvalidInput, SessionExists, SnapshotNotFound, VersionMismatch
 from app.domain.items import StoredItem, body_to_dict, item_chars, new_item_id
 from app.domain.sessions import SessionState, check_session_id
 from app.domain.snapshots import (
@@ -424,8 +424,9 @@ async def fork_session(
         new_id = check_session_id((actor.session_prefix or "ses_") + new_item_id()[4:])
     check_visible(actor, new_id)
     if new_id == session_id:
-        raise InvalidInput(
-            "a fork needs a new session id",
+        # The origin exists, so its id is taken: the same 409 as any existing session's id.
+        raise SessionExists(
+            "a fork needs a new session id (this is the origin's)",
             errors=[{"loc": ["new_session_id"], "msg": "same as the origin"}],
         )
     if command.metadata is not None and json_size(command.metadata) > (

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app import jsonutil
 from app.domain.errors import DatabaseUnavailable
 from app.store.migrate import ensure_sqlite_dir
 
@@ -25,7 +25,7 @@ _CONNECTION_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.Tim
 
 
 def _json_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return jsonutil.dumps(value)
 
 
 class Store:
@@ -39,7 +39,7 @@ class Store:
     def from_url(cls, url: str, *, pool_size: int = 10, max_overflow: int = 10) -> Store:
         kwargs: dict[str, Any] = {
             "json_serializer": _json_dumps,
-            "json_deserializer": orjson.loads,
+            "json_deserializer": jsonutil.loads,
         }
         if url.startswith("sqlite"):
             ensure_sqlite_dir(url)
@@ -50,7 +50,10 @@ class Store:
                 url,
                 pool_size=pool_size,
                 max_overflow=max_overflow,
-                pool_pre_ping=True,
+                # No pre-ping: it costs a round trip on every checkout. A connection found
+                # dead mid-request fails that request with a retryable 503 and SQLAlchemy
+                # invalidates the whole pool on a disconnect, so the next checkouts reconnect.
+                pool_pre_ping=False,
                 pool_recycle=1800,
                 **kwargs,
             )
@@ -100,7 +103,7 @@ class Store:
 
 def _unavailable(exc: Exception) -> DatabaseUnavailable:
     """Connection trouble becomes a 503 with Retry-After (the pool replaces the connection:
-    ``pool_pre_ping`` checks each one as it is checked out)."""
+    a disconnect invalidates every pooled connection, so a retry gets a fresh one)."""
     return DatabaseUnavailable(
         f"the database connection failed ({type(exc.__cause__ or exc).__name__}); retry shortly",
         retry_after=1,

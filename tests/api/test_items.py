@@ -76,7 +76,8 @@ async def test_item_ids_unique_in_working_memory(client: httpx.AsyncClient, sid:
     await create(client, sid)
     assert (await append(client, sid, [user("a", id="m1")])).status_code == 201
     assert_problem(await append(client, sid, [user("b", id="m2"), user("c", id="m1")]), 409, "duplicate-item-id")
-    assert_problem(await append(client, sid, [user("b", id="m3"), user("c", id="m3")]), 422)
+    # An id repeated within one batch is the same conflict (409), whichever item holds it first.
+    assert_problem(await append(client, sid, [user("b", id="m3"), user("c", id="m3")]), 409, "duplicate-item-id")
     assert_problem(await append(client, sid, [user("b", id="bad/id")]), 422)
     items = await all_items(client, sid)
     assert [i["id"] for i in items] == ["m1"]

@@ -103,10 +103,15 @@ async def test_search_across_sessions(client: httpx.AsyncClient, sid: str) -> No
 async def test_search_rejects_bad_queries(client: httpx.AsyncClient, sid: str) -> None:
     await create(client, sid)
     url = f"/v1/sessions/{sid}/search"
-    for params in ({"q": ""}, {"q": "   "}, {}, {"q": "x", "scope": "everything"}, {"q": "x", "limit": 0},
+    for params in ({"q": ""}, {}, {"q": "x", "scope": "everything"}, {"q": "x", "limit": 0},
                    {"q": "x", "limit": 101}, {"q": "x", "cursor": "abc"}, {"q": "x" * 1001}):
         assert_problem(await client.get(url, params=params), 422)
         assert_problem(await client.get("/v1/search", params=params), 422)
+    # A query with no word in it is valid (the spec says only minLength 1) and finds nothing.
+    await append(client, sid, [user("some words")])
+    for q in ("   ", "\t\n", " - "):
+        for r in (await client.get(url, params={"q": q}), await client.get("/v1/search", params={"q": q})):
+            assert r.status_code == 200 and r.json() == {"items": [], "next_cursor": None}, (q, r.text)
     assert_problem(await client.get(f"/v1/sessions/{sid}-nope/search", params={"q": "x"}), 404, "session-not-found")
 
 

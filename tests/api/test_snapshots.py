@@ -230,11 +230,11 @@ async def test_bad_documents_are_refused_and_change_nothing(client: httpx.AsyncC
         doc(items=[{"type": "message", "role": "wizard", "content": "x"}]),
         doc(items=[{"type": "function_call", "name": "f"}]),
         doc(items=["not an object"]),
-        doc(items=[user("a", id="x"), user("b", id="x")]),
         doc(items=[user("a", id="bad/id")]),
         doc(items=[user("a", created_at="yesterday")]),
         doc(items=[user("a", pinned="yes")]),
         doc(config={"nonsense": {}}),
+        doc(config={"context": {"max_items": "many"}}),
         doc(summary=5),
         doc(metadata=[1]),
     ]
@@ -243,7 +243,13 @@ async def test_bad_documents_are_refused_and_change_nothing(client: httpx.AsyncC
         problem = assert_problem(r, 422)
         assert problem["errors"], problem
         assert all(e["loc"][:1] == ["snapshot"] for e in problem["errors"]), problem
-    for body in ({}, {"snapshot_id": "snp_x", "snapshot": good}, {"snapshot": "text"},
+    # Two items sharing an id: well formed, but the conflict an append of both would get (409).
+    r = await client.post(
+        f"/v1/sessions/{sid}/restore",
+        json={"snapshot": doc(items=[user("a", id="x"), user("b", id="x")])},
+    )
+    assert assert_problem(r, 409, "duplicate-item-id")["errors"][0]["loc"] == ["snapshot", "items", 1, "id"]
+    for body in ({}, {"snapshot_id": "snp_x", "snapshot": good}, {"snapshot_id": "snp_x", "snapshot": None}, {"snapshot": "text"},
                  {"snapshot_id": "snp_x", "extra": 1}):
         assert_problem(await client.post(f"/v1/sessions/{sid}/restore", json=body), 422)
     assert_problem(
@@ -374,7 +380,8 @@ async def test_fork_from_a_snapshot_and_errors(client: httpx.AsyncClient, sid: s
     origin = await session(client, sid)
     url = f"/v1/sessions/{sid}/fork"
     assert_problem(await client.post(url, json={"new_session_id": fork["id"]}), 409, "session-exists")
-    assert_problem(await client.post(url, json={"new_session_id": sid}), 422)
+    # the origin's own id is taken like any other existing session's
+    assert_problem(await client.post(url, json={"new_session_id": sid}), 409, "session-exists")
     assert_problem(await client.post(url, json={"new_session_id": "bad/id"}), 422)
     assert_problem(await client.post(url, json={"snapshot_id": "snp_missing"}), 404, "snapshot-not-found")
     assert_problem(await client.post(url, json={"unknown": 1}), 422)

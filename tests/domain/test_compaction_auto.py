@@ -25,8 +25,8 @@ def test_a_minimal_config_gets_defaults() -> None:
         ({"policy": "window", "trigger": {}}, ["config", "auto_compact", "trigger"]),
         ({"policy": "window", "trigger": {"items": -1}}, ["config", "auto_compact", "trigger", "items"]),
         ({"policy": "window", "trigger": {"turns": 3}}, ["config", "auto_compact", "trigger", "turns"]),
-        ({"policy": "window", "trigger": {"items": 3}, "keep_last_items": 3}, ["config", "auto_compact"]),
-        ({"policy": "window", "trigger": {"tokens": 9}, "keep_last_tokens": 10}, ["config", "auto_compact"]),
+        ({"policy": "window", "trigger": {"items": None, "tokens": 9}}, ["config", "auto_compact", "trigger", "items"]),
+        ({"policy": "window", "trigger": {"items": 3}, "keep_last_items": 1_000_001}, ["config", "auto_compact", "keep_last_items"]),
         ({"policy": "window", "trigger": {"items": 3}, "model": ""}, ["config", "auto_compact", "model"]),
         ("structured", ["config", "auto_compact"]),
     ],
@@ -35,6 +35,26 @@ def test_bad_configs_name_the_field(raw: Any, loc: list[str]) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_auto_compact(raw)
     assert caught.value.errors and caught.value.errors[0]["loc"] == loc
+
+
+@pytest.mark.parametrize(
+    ("raw", "effective"),
+    [
+        ({"trigger": {"items": 10}, "keep_last_items": 10}, (5, None)),
+        ({"trigger": {"items": 10}, "keep_last_items": 50, "keep_last_tokens": 99}, (5, 99)),
+        ({"trigger": {"tokens": 9}, "keep_last_tokens": 10}, (None, 4)),
+        ({"trigger": {"items": 10, "tokens": 100}, "keep_last_items": 9, "keep_last_tokens": 99}, (9, 99)),
+        ({"trigger": {"items": 1}, "keep_last_items": 1}, (0, None)),
+    ],
+)
+def test_a_keep_minimum_at_or_above_the_trigger_is_halved_not_refused(
+    raw: dict[str, Any], effective: tuple[int | None, int | None]
+) -> None:
+    # JSON Schema cannot compare two fields, so the OpenAPI document accepts these; the stored
+    # config stays as sent and each compaction keeps half the trigger, so it always makes room.
+    config = parse_auto_compact({"policy": "window", **raw})
+    assert config.keep_last_items == raw.get("keep_last_items")
+    assert config.effective_keep() == effective
 
 
 def test_check_config_validates_auto_compact() -> None:

@@ -64,8 +64,16 @@ class CompactionList(BaseModel):
     description="Nothing to compact is not an error: `compacted_items` is 0 and the report's "
     "first note says why. 409 if a restore, clear or another compaction committed while an "
     "`llm` summary was being written; 502 (naming the cause) if the model failed, with working "
-    "memory untouched; 422 `llm-not-configured` if the server has no LLM endpoint.",
-    responses=problem_responses(400, 404, 409, 413, 422, 502, 503),
+    "memory untouched; 503 `llm-not-configured` (no Retry-After) for `policy: llm` on a server "
+    "without an LLM endpoint.",
+    responses={
+        **problem_responses(400, 404, 409, 413, 422, 502, 503),
+        503: {
+            **problem_responses(503)[503],
+            "description": "Session busy or lock backend unavailable (see Retry-After), or "
+            "`llm-not-configured`: `policy: llm` on a server without an LLM endpoint",
+        },
+    },
 )
 async def compact_session(
     session_id: SessionId,

@@ -13,6 +13,7 @@ from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import FormatName, ItemRead
+from app.domain.items import MAX_SAFE_INTEGER
 from app.services import context as service
 from app.services.runtime import Encoded
 
@@ -41,14 +42,23 @@ class ContextRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: FormatName = "canonical"
-    max_items: int | None = Field(None, ge=1, description="Canonical items in the prompt")
-    max_chars: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=1, description="Tokens of the rendered payload")
+    max_items: int | None = Field(
+        None, ge=1, le=MAX_SAFE_INTEGER, description="Canonical items in the prompt"
+    )
+    max_chars: int | None = Field(None, ge=1, le=MAX_SAFE_INTEGER)
+    max_tokens: int | None = Field(
+        None, ge=1, le=MAX_SAFE_INTEGER, description="Tokens of the rendered payload"
+    )
     tokenizer: Tokenizer | None = None
-    pinned_prefix_items: int | None = Field(None, ge=0, description="First N items always kept")
+    pinned_prefix_items: int | None = Field(
+        None, ge=0, le=MAX_SAFE_INTEGER, description="First N items always kept"
+    )
     keep_system: bool | None = None
     max_recent_tool_results: int | None = Field(
-        None, ge=0, description="Tier 1: older tool outputs become placeholders"
+        None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="Tier 1: older tool outputs become placeholders",
     )
     trim_old_reasoning: bool | None = Field(
         None, description="Tier 2: reasoning before the last user message loses its payload"
@@ -106,13 +116,13 @@ async def get_context(
     rt: RuntimeDep,
     actor: ActorDep,
     format: FormatName = "canonical",
-    max_items: Annotated[int | None, Query(ge=1)] = None,
-    max_chars: Annotated[int | None, Query(ge=1)] = None,
-    max_tokens: Annotated[int | None, Query(ge=1)] = None,
+    max_items: Annotated[int | None, Query(ge=1, le=MAX_SAFE_INTEGER)] = None,
+    max_chars: Annotated[int | None, Query(ge=1, le=MAX_SAFE_INTEGER)] = None,
+    max_tokens: Annotated[int | None, Query(ge=1, le=MAX_SAFE_INTEGER)] = None,
     tokenizer: Tokenizer | None = None,
-    pinned_prefix_items: Annotated[int | None, Query(ge=0)] = None,
+    pinned_prefix_items: Annotated[int | None, Query(ge=0, le=MAX_SAFE_INTEGER)] = None,
     keep_system: bool | None = None,
-    max_recent_tool_results: Annotated[int | None, Query(ge=0)] = None,
+    max_recent_tool_results: Annotated[int | None, Query(ge=0, le=MAX_SAFE_INTEGER)] = None,
     trim_old_reasoning: bool | None = None,
     start_on: Literal["any", "user"] | None = None,
     dangling_tool_calls: Literal["drop", "placeholder"] | None = None,

@@ -12,13 +12,16 @@ from app.api.encoding import dumps
 from app.api.memory_schemas import EventList, HistoryList
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.domain.items import MAX_SAFE_INTEGER
 from app.services import history as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"])
 
 SessionId = Annotated[str, Path(description="Session id", max_length=128)]
-AfterSeq = Annotated[int | None, Query(ge=0, description="Entries with seq > after_seq")]
+AfterSeq = Annotated[
+    int | None, Query(ge=0, le=MAX_SAFE_INTEGER, description="Entries with seq > after_seq")
+]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 

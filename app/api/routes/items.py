@@ -12,12 +12,15 @@ from app.api.encoding import dumps, items_dicts
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import AppendRead, ItemList, ItemRead, ItemsAppend
+from app.domain.items import ID_PATTERN, MAX_SAFE_INTEGER
 from app.services import items as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
 
 SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+# An append may create the session (`?create=true`), so its id must be one a session can have.
+AppendSessionId = Annotated[str, Path(description="Session id", pattern=ID_PATTERN)]
 
 
 def _encode_append(result: service.AppendResult) -> Encoded:
@@ -34,7 +37,7 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
 )
 async def append_items(
-    session_id: SessionId,
+    session_id: AppendSessionId,
     body: ItemsAppend,
     rt: RuntimeDep,
     actor: ActorDep,
@@ -67,7 +70,9 @@ async def list_items(
     session_id: SessionId,
     rt: RuntimeDep,
     actor: ActorDep,
-    after_seq: Annotated[int | None, Query(ge=0, description="Items with seq > after_seq")] = None,
+    after_seq: Annotated[
+        int | None, Query(ge=0, le=MAX_SAFE_INTEGER, description="Items with seq > after_seq")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     last: Annotated[
         int | None, Query(ge=1, le=1000, description="The newest N items, oldest first")

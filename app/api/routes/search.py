@@ -3,6 +3,7 @@ caller's whole tenant."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
@@ -21,19 +22,33 @@ from app.store.search import SearchHit
 router = APIRouter(tags=["search"])
 
 SessionId = Annotated[str, Path(description="Session id", max_length=128)]
-Q = Annotated[str, Query(max_length=1000, description="Words to find (all of them)")]
+Q = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=1000,
+        description="Words to find (all of them); a query with no word in it (only spaces or "
+        "punctuation) finds nothing",
+    ),
+]
 ScopeQuery = Annotated[
     service.Scope,
     Query(description="`memory`: working memory only; `history`: archived items too"),
 ]
 Limit = Annotated[int, Query(ge=1, le=100)]
-Cursor = Annotated[str | None, Query(max_length=16, description="`next_cursor` of a page")]
+# A search page cursor is an offset of at most 10,000 (deeper pages are refused, not slow).
+CURSOR_PATTERN = r"^(?:[0-9]{1,4}|10000)$"
+_CURSOR_RE = re.compile(CURSOR_PATTERN)
+Cursor = Annotated[
+    str | None,
+    Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page (at most 10000)"),
+]
 
 
 def _offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit() or int(cursor) > 10_000:
+    if not _CURSOR_RE.fullmatch(cursor):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )

@@ -3,6 +3,7 @@ session's state."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -57,10 +58,15 @@ def _encode_restore(result: service.RestoreResult) -> Encoded:
     return Encoded(200, dumps(body), version=result.state.version)
 
 
+# A snapshot page cursor is a session version (decimal digits); the spec declares the pattern.
+CURSOR_PATTERN = r"^[0-9]{1,18}$"
+_CURSOR_RE = re.compile(CURSOR_PATTERN)
+
+
 def _cursor(cursor: str | None) -> int | None:
     if cursor is None:
         return None
-    if not cursor.isdigit():
+    if not _CURSOR_RE.fullmatch(cursor):  # FastAPI checked it too; str.isdigit() is too lax
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )
@@ -106,7 +112,9 @@ async def list_snapshots(
     session_id: SessionId,
     rt: RuntimeDep,
     actor: ActorDep,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    cursor: Annotated[
+        str | None, Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     rows, next_version = await service.list_snapshots(
@@ -152,7 +160,7 @@ async def delete_snapshot(
     response_model=RestoreRead,
     operation_id="restoreSession",
     summary="Restore a snapshot (by id or as a whole exported document); undoable",
-    responses=problem_responses(400, 404, 412, 413, 422, 503),
+    responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
 )
 async def restore_session(
     session_id: SessionId,

@@ -10,32 +10,94 @@ Shape (every key but ``policy`` and ``trigger`` optional)::
 
 Invariants:
 - ``parse_auto_compact`` accepts exactly the documented keys and raises ``InvalidInput`` with
-  field-level ``errors`` (``loc`` starting ``["config", "auto_compact", ...]``) otherwise;
-- a trigger always names at least one positive threshold;
-- a keep minimum is strictly below the trigger on the same measure (a compaction that must keep
-  500 items can never bring 500 items below a 500-item trigger, and would re-fire forever);
+  field-level ``errors`` (``loc`` starting ``["config", "auto_compact", ...]``) otherwise; every
+  rule is one the published JSON Schema states too (bounds, required keys, ``minProperties``),
+  so a request valid under the OpenAPI document is never refused;
+- a trigger always names at least one positive threshold (``items``/``tokens`` may be omitted,
+  not ``null``);
+- a compaction always makes room: a keep minimum at or above the trigger on the same measure
+  (a cross-field rule JSON Schema cannot state) is accepted and stored as sent, but the
+  compaction uses half the trigger instead (``effective_keep``); keeping 500 items could never
+  bring 500 items below a 500-item trigger, and would re-fire after every append;
 - ``auto_compact_due`` is a pure comparison of counters, cheap enough to run after every append.
 """
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonDict
 
 from app.domain.compaction.result import CompactPolicy
 from app.domain.errors import InvalidInput
 
-__all__ = ["AutoCompactConfig", "AutoCompactTrigger", "auto_compact_due", "parse_auto_compact"]
+__all__ = [
+    "MAX_KEEP_ITEMS",
+    "MAX_KEEP_TOKENS",
+    "MAX_TRIGGER_ITEMS",
+    "MAX_TRIGGER_TOKENS",
+    "AutoCompactConfig",
+    "AutoCompactTrigger",
+    "auto_compact_due",
+    "parse_auto_compact",
+]
+
+# Bounds: far beyond any real session, small enough for every store and JSON encoder.
+MAX_TRIGGER_ITEMS = 1_000_000
+MAX_TRIGGER_TOKENS = 1_000_000_000
+MAX_KEEP_ITEMS = 1_000_000
+MAX_KEEP_TOKENS = 100_000_000
+
+
+def _absent_by_default(schema: JsonDict) -> None:
+    schema.pop("default", None)  # Python's default None means "absent", not the JSON null
 
 
 class AutoCompactTrigger(BaseModel):
-    """Compact once working memory holds at least ``items`` items or ``tokens`` tokens."""
+    """Compact once working memory holds at least ``items`` items or ``tokens`` tokens.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    At least one of the two is given (JSON Schema: ``minProperties: 1``, no other keys, neither
+    nullable); when both are, whichever is reached first fires.
+    """
 
-    items: int | None = Field(None, ge=1, description="item count of working memory")
-    tokens: int | None = Field(None, ge=1, description="token count of working memory")
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"minProperties": 1})
+
+    # Omitted means "no threshold on this measure"; ``null`` is refused (``_not_null``), so the
+    # schema states a plain integer and ``{}`` is the only trigger without a threshold.
+    items: Annotated[
+        int | None, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_TRIGGER_ITEMS})
+    ] = Field(
+        None,
+        ge=1,
+        le=MAX_TRIGGER_ITEMS,
+        description="item count of working memory",
+        json_schema_extra=_absent_by_default,
+    )
+    tokens: Annotated[
+        int | None, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_TRIGGER_TOKENS})
+    ] = Field(
+        None,
+        ge=1,
+        le=MAX_TRIGGER_TOKENS,
+        description="token count of working memory",
+        json_schema_extra=_absent_by_default,
+    )
+
+    @field_validator("items", "tokens", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("omit the key instead of sending null")
+        return value
 
     @model_validator(mode="after")
     def _one_threshold(self) -> Self:
@@ -45,35 +107,46 @@ class AutoCompactTrigger(BaseModel):
 
 
 class AutoCompactConfig(BaseModel):
-    """``config.auto_compact``: which policy runs in the background, and when."""
+    """``config.auto_compact``: which policy runs in the background, and when.
+
+    A keep minimum at or above the trigger on the same measure is not refused (JSON Schema
+    cannot compare two fields, and the OpenAPI document must not promise what the server then
+    refuses); it is stored as sent, and each automatic compaction keeps at most half the trigger
+    on that measure instead (``effective_keep``), so it always makes room and cannot re-fire
+    after every append.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
     policy: CompactPolicy
     trigger: AutoCompactTrigger
-    keep_last_items: int | None = Field(None, ge=0)
-    keep_last_tokens: int | None = Field(None, ge=0)
-    pinned_prefix_items: int = Field(0, ge=0)
+    keep_last_items: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_KEEP_ITEMS,
+        description="keep at least this many newest items (at most half of `trigger.items`)",
+    )
+    keep_last_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_KEEP_TOKENS,
+        description="keep at least this many newest tokens (at most half of `trigger.tokens`)",
+    )
+    pinned_prefix_items: int = Field(0, ge=0, le=MAX_KEEP_ITEMS)
     instructions: str | None = Field(None, max_length=4000)
     model: str | None = Field(None, min_length=1, max_length=200)
 
-    @model_validator(mode="after")
-    def _keep_below_trigger(self) -> Self:
+    def effective_keep(self) -> tuple[int | None, int | None]:
+        """(keep_last_items, keep_last_tokens) an automatic compaction uses: each one at or above
+        the trigger on its measure becomes half the trigger (rounded down)."""
+        items, tokens = self.keep_last_items, self.keep_last_tokens
         trigger = self.trigger
-        if (
-            trigger.items is not None
-            and self.keep_last_items is not None
-            and self.keep_last_items >= trigger.items
-        ):
-            raise ValueError("keep_last_items must be below trigger.items, or it would re-fire")
-        if (
-            trigger.tokens is not None
-            and self.keep_last_tokens is not None
-            and self.keep_last_tokens >= trigger.tokens
-        ):
-            raise ValueError("keep_last_tokens must be below trigger.tokens, or it would re-fire")
-        return self
+        if items is not None and trigger.items is not None and items >= trigger.items:
+            items = trigger.items // 2
+        if tokens is not None and trigger.tokens is not None and tokens >= trigger.tokens:
+            tokens = trigger.tokens // 2
+        return items, tokens
 
 
 def parse_auto_compact(raw: Any) -> AutoCompactConfig:
