@@ -38,7 +38,7 @@ aggregates of working memory (o200k item tokens, chars) plus the summary.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,8 +61,10 @@ from app.domain.items import (
     MessageItem,
     ReasoningItem,
     StoredItem,
+    item_images,
+    item_texts,
 )
-from app.domain.tokens import TokenizerName, count_text
+from app.domain.tokens import DEFAULT_TOKENIZER, IMAGE_TOKENS, TokenizerName, count_text
 
 LimitName = Literal["max_items", "max_chars", "max_tokens"]
 LIMIT_NAMES: tuple[LimitName, ...] = ("max_items", "max_chars", "max_tokens")
@@ -556,7 +558,16 @@ def project_context(
             candidates,
             limits,
             start_of=lambda cut: units[cut][0] if cut < len(units) else n,
-            estimates=_estimates(items, bodies, transformed, can_render, closure, source.summary),
+            estimates=_estimates(
+                items,
+                bodies,
+                transformed,
+                can_render,
+                closure,
+                source.summary,
+                format=format,
+                cache=cache,
+            ),
         )
         found: int | None = None
         for lo, hi in ((0, split - 1), (split, last)):
@@ -674,7 +685,13 @@ def _partition_units(entries: list[Entry], categories: list[int]) -> list[Entry]
     return out
 
 
-_EST_PER_ITEM = 3  # the framing every format charges per message or item
+_EST_PER_ITEM = 3  # the framing every format charges per message, item or tool block
+
+
+def _role(body: CanonicalItem) -> str:
+    if isinstance(body, MessageItem):
+        return body.role
+    return "user" if isinstance(body, FunctionCallOutputItem) else "assistant"
 
 
 def _estimates(
@@ -684,19 +701,43 @@ def _estimates(
     can_render: Sequence[bool],
     closure: set[int],
     summary: str | None,
+    *,
+    format: FormatName,
+    cache: TokenCache,
 ) -> tuple[list[tuple[int, int, int]], tuple[int, int, int]]:
-    """Cheap (items, tokens, chars) guesses per item from the stored counts, and the guess for
-    the mandatory part; only used to choose where the exact search starts probing."""
+    """(items, tokens, chars) per item under the format's counting rule, assuming each item's
+    framing depends only on the item before it, and the same for the mandatory part. Only used
+    to choose where the exact search starts probing: a good guess makes it build the payload
+    twice instead of a dozen times. Stored counts serve for the default tokenizer; others go
+    through the projection's cache, so the builds that follow count nothing twice."""
     per: list[tuple[int, int, int]] = []
-    for i, item in enumerate(items):
+    previous = ""
+    for i in range(len(items)):
         if not can_render[i]:
             per.append((0, 0, 0))
-        elif i in transformed:
-            per.append((1, 12 + _EST_PER_ITEM, 48))
+            continue
+        body = transformed.get(i, bodies[i])
+        texts = item_texts(body)
+        if i not in transformed and cache.tokenizer == DEFAULT_TOKENIZER:
+            tokens = items[i].tokens  # counted at write time, with the same rule
         else:
-            per.append((1, item.tokens + _EST_PER_ITEM, item.chars))
+            tokens = sum(cache.count(t) for t in texts) + sum(
+                IMAGE_TOKENS.get(p.detail or "auto", IMAGE_TOKENS["auto"])
+                for p in item_images(body)
+            )
+        role = _role(body)
+        framing = _EST_PER_ITEM
+        if format == "openai-chat" and isinstance(body, FunctionCallItem):
+            framing += 0 if previous == "assistant" else _EST_PER_ITEM
+        elif format == "openai-chat" and isinstance(body, FunctionCallOutputItem):
+            role = "tool"
+        elif format == "anthropic":
+            block = isinstance(body, FunctionCallItem | FunctionCallOutputItem)
+            framing = (_EST_PER_ITEM if block else 0) + (0 if role == previous else _EST_PER_ITEM)
+        previous = role
+        per.append((1, tokens + framing, sum(len(t) for t in texts)))
     base_chars = len(summary or "")
-    base = [0, base_chars // 4 + (_EST_PER_ITEM if summary else 0), base_chars]
+    base = [0, (cache.count(summary) + _EST_PER_ITEM) if summary else 0, base_chars]
     for i in closure:
         for k in range(3):
             base[k] += per[i][k]
@@ -734,6 +775,15 @@ def _estimated_cut(
     return best
 
 
+def _gallop() -> Iterator[int]:
+    """Probe steps 1, 1, 2, 4, ...: guesses are usually right or off by one."""
+    yield 1
+    step = 1
+    while True:
+        yield step
+        step *= 2
+
+
 def _first_true_near(
     lo: int, hi: int, predicate: Callable[[int], bool], guess: int
 ) -> int | None:
@@ -743,14 +793,13 @@ def _first_true_near(
     if lo > hi:
         return None
     g = min(max(guess, lo), hi)
-    step = 1
+    steps = _gallop()
     if predicate(g):
         true_at, false_at = g, lo - 1
         while true_at > lo:
-            probe = max(true_at - step, lo)
+            probe = max(true_at - next(steps), lo)
             if predicate(probe):
                 true_at = probe
-                step *= 2
             else:
                 false_at = probe
                 break
@@ -759,12 +808,11 @@ def _first_true_near(
         while True:
             if false_at == hi:
                 return None
-            probe = min(false_at + step, hi)
+            probe = min(false_at + next(steps), hi)
             if predicate(probe):
                 true_at = probe
                 break
             false_at = probe
-            step *= 2
     lo, hi = false_at + 1, true_at
     while lo < hi:
         mid = (lo + hi) // 2
