@@ -19,11 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import EmptyWorkingMemory, VersionMismatch
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
-from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
-from app.services.sessions import check_visible, fail_write, load_session
-from app.store.events import EventRepository
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime
+from app.services.sessions import check_visible, load_session, record_write
 from app.store.items import ItemRepository
-from app.store.sessions import Counters, SessionRepository
+from app.store.sessions import Counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,30 +72,16 @@ async def pop_item(
             raise EmptyWorkingMemory(f"session {session_id!r} has no item to pop")
         item = newest[0]
         await items.archive(actor.tenant_id, session_id, reason="popped", seqs=[item.seq])
-        bumped = await SessionRepository(db).bump(
-            actor.tenant_id,
+        bumped = await record_write(
+            db,
+            actor,
             session_id,
-            counters=Counters(items=-1, tokens=-item.tokens, chars=-item.chars),
             now=now,
+            event_type="popped",
+            data={"item_id": item.id, "seq": item.seq},
             expected_version=state.version,
+            counters=Counters(items=-1, tokens=-item.tokens, chars=-item.chars),
             values={"epoch": state.epoch + 1},
-        )
-        if bumped is None:
-            await fail_write(db, actor, session_id, state.version)
-            raise AssertionError("unreachable")
-        await EventRepository(db).insert(
-            actor.tenant_id,
-            session_id,
-            [
-                event(
-                    actor,
-                    seq=bumped.event_seq,
-                    type="popped",
-                    version=bumped.version,
-                    now=now,
-                    data={"item_id": item.id, "seq": item.seq},
-                )
-            ],
         )
         return PopResult(item, bumped.version)
 
@@ -121,32 +106,18 @@ async def clear_items(
     async def op(db: AsyncConnection, now: datetime) -> ClearResult:
         state = await _current(db, actor, session_id, if_match)
         archived = await ItemRepository(db).archive(actor.tenant_id, session_id, reason="cleared")
-        bumped = await SessionRepository(db).bump(
-            actor.tenant_id,
+        bumped = await record_write(
+            db,
+            actor,
             session_id,
+            now=now,
+            event_type="cleared",
+            data={"items": archived, "summary_cleared": state.summary is not None},
+            expected_version=state.version,
             counters=Counters(
                 items=-state.item_count, tokens=-state.token_count, chars=-state.char_count
             ),
-            now=now,
-            expected_version=state.version,
             values={"epoch": state.epoch + 1, "summary": None, "last_compaction": None},
-        )
-        if bumped is None:
-            await fail_write(db, actor, session_id, state.version)
-            raise AssertionError("unreachable")
-        await EventRepository(db).insert(
-            actor.tenant_id,
-            session_id,
-            [
-                event(
-                    actor,
-                    seq=bumped.event_seq,
-                    type="cleared",
-                    version=bumped.version,
-                    now=now,
-                    data={"items": archived, "summary_cleared": state.summary is not None},
-                )
-            ],
         )
         return ClearResult(archived, bumped)
 

@@ -47,6 +47,48 @@ async def fail_write(
     raise VersionMismatch(f"session is at version {state.version}, the request expected {if_match}")
 
 
+async def record_write(
+    db: AsyncConnection,
+    actor: Actor,
+    session_id: str,
+    *,
+    now: datetime,
+    event_type: str,
+    data: dict[str, object] | None = None,
+    expected_version: int | None,
+    counters: Counters | None = None,
+    values: dict[str, Any] | None = None,
+) -> SessionState:
+    """The last step of a write: bump the session row (fenced on ``expected_version``: a stale
+    writer fails here with 404 or 412) and log one event at the new version."""
+    bumped = await SessionRepository(db).bump(
+        actor.tenant_id,
+        session_id,
+        counters=counters or Counters(),
+        now=now,
+        expected_version=expected_version,
+        values=values,
+    )
+    if bumped is None:
+        await fail_write(db, actor, session_id, expected_version)
+        raise AssertionError("unreachable")
+    await EventRepository(db).insert(
+        actor.tenant_id,
+        session_id,
+        [
+            event(
+                actor,
+                seq=bumped.event_seq,
+                type=event_type,
+                version=bumped.version,
+                now=now,
+                data=data,
+            )
+        ],
+    )
+    return bumped
+
+
 def _check_sizes(
     rt: Runtime, *, metadata: Any = None, config: Any = None, summary: Any = None
 ) -> None:
@@ -162,35 +204,16 @@ async def update_session(
         values["summary"] = command.summary or None
 
     async def op(db: AsyncConnection, now: datetime) -> SessionState:
-        repo = SessionRepository(db)
-        state = await repo.bump(
-            actor.tenant_id,
+        return await record_write(
+            db,
+            actor,
             session_id,
-            counters=Counters(),
             now=now,
+            event_type="config_updated" if "config" in values else "updated",
+            data={"fields": sorted(values)},
             expected_version=if_match,
             values=values,
         )
-        if state is None:
-            await fail_write(db, actor, session_id, if_match)
-            raise AssertionError("unreachable")
-        changed = sorted(values)
-        kind = "config_updated" if "config" in values else "updated"
-        await EventRepository(db).insert(
-            actor.tenant_id,
-            session_id,
-            [
-                event(
-                    actor,
-                    seq=state.event_seq,
-                    type=kind,
-                    version=state.version,
-                    now=now,
-                    data={"fields": changed},
-                )
-            ],
-        )
-        return state
 
     _, encoded = await rt.run_write(actor, session_id, op=op, encode=encode)
     return encoded

@@ -30,7 +30,13 @@ from app.domain.snapshots import (
 )
 from app.domain.tokens import item_tokens
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
-from app.services.sessions import check_visible, fail_write, json_size, load_session
+from app.services.sessions import (
+    check_visible,
+    fail_write,
+    json_size,
+    load_session,
+    record_write,
+)
 from app.store.events import EventRepository
 from app.store.items import ItemRepository
 from app.store.sessions import Counters, SessionRepository
@@ -190,29 +196,14 @@ async def create_snapshot(
     async def op(db: AsyncConnection, now: datetime) -> SnapshotRecord:
         state = await _current(db, actor, session_id, if_match)
         record = await _freeze(db, actor, state, label=label, now=now)
-        bumped = await SessionRepository(db).bump(
-            actor.tenant_id,
+        await record_write(
+            db,
+            actor,
             session_id,
-            counters=Counters(),
             now=now,
+            event_type="snapshot_created",
+            data={"snapshot_id": record.id, "label": label, "items": record.item_count},
             expected_version=state.version,
-        )
-        if bumped is None:
-            await fail_write(db, actor, session_id, state.version)
-            raise AssertionError("unreachable")
-        await EventRepository(db).insert(
-            actor.tenant_id,
-            session_id,
-            [
-                event(
-                    actor,
-                    seq=bumped.event_seq,
-                    type="snapshot_created",
-                    version=bumped.version,
-                    now=now,
-                    data={"snapshot_id": record.id, "label": label, "items": record.item_count},
-                )
-            ],
         )
         return record
 
@@ -254,23 +245,14 @@ async def delete_snapshot(rt: Runtime, actor: Actor, session_id: str, snapshot_i
         await load_session(db, actor, session_id)
         if not await SnapshotRepository(db).delete(actor.tenant_id, session_id, snapshot_id):
             raise SnapshotNotFound(f"snapshot {snapshot_id!r} not found")
-        state = await SessionRepository(db).bump(
-            actor.tenant_id, session_id, counters=Counters(), now=now
-        )
-        assert state is not None  # the row was read in this transaction, under the lock
-        await EventRepository(db).insert(
-            actor.tenant_id,
+        await record_write(
+            db,
+            actor,
             session_id,
-            [
-                event(
-                    actor,
-                    seq=state.event_seq,
-                    type="snapshot_deleted",
-                    version=state.version,
-                    now=now,
-                    data={"snapshot_id": snapshot_id},
-                )
-            ],
+            now=now,
+            event_type="snapshot_deleted",
+            data={"snapshot_id": snapshot_id},
+            expected_version=None,
         )
 
     await rt.run_write(actor, session_id, op=op, encode=lambda _: Encoded(204, ""))
