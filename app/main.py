@@ -32,6 +32,7 @@ from app.api.schemas import JSON_VALUE_SCHEMA
 from app.domain.tokens import DEFAULT_TOKENIZER, get_encoding
 from app.locks import build_locks
 from app.services.auto_compaction import start_compaction, stop_compaction
+from app.services.housekeeping import start_housekeeping, stop_housekeeping
 from app.services.keys import KeyResolver, auth_required, startup_problem
 from app.services.runtime import Runtime
 from app.settings import Settings, get_settings
@@ -66,11 +67,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.runtime = Runtime(settings=settings, store=store, locks=locks)
         start_compaction(app.state.runtime)
+        housekeeping = start_housekeeping(app.state.runtime)
         app.state.key_resolver = KeyResolver(store, settings.auth)
         instrument(app, app.state.runtime)
         try:
             yield
         finally:
+            await stop_housekeeping(housekeeping)
             await stop_compaction(app.state.runtime)
             await locks.close()
             await store.dispose()

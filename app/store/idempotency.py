@@ -65,5 +65,12 @@ class IdempotencyRepository:
         )
 
     async def purge_expired(self, *, now: datetime, limit: int = 1000) -> int:
-        result = await self.db.execute(sa.delete(t).where(t.c.expires_at <= now))
+        """Delete at most ``limit`` expired keys (short transactions, whatever the backlog)."""
+        key = sa.tuple_(t.c.tenant_id, t.c.method, t.c.path, t.c.key)
+        expired = (
+            sa.select(t.c.tenant_id, t.c.method, t.c.path, t.c.key)
+            .where(t.c.expires_at <= now)
+            .limit(limit)
+        )
+        result = await self.db.execute(sa.delete(t).where(key.in_(expired)))
         return int(result.rowcount or 0)
