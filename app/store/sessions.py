@@ -38,6 +38,38 @@ def _insert(db: AsyncConnection) -> Any:
     return sqlite.insert if db.dialect.name == "sqlite" else postgresql.insert
 
 
+def _new_row(
+    tenant_id: str,
+    session_id: str,
+    *,
+    now: datetime,
+    counts: Counters,
+    version: int,
+    summary: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    last_compaction: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A new session row: ``version`` events logged so far (0 or 1), ``counts`` already in it."""
+    return {
+        "tenant_id": tenant_id,
+        "id": session_id,
+        "version": version,
+        "summary": summary,
+        "metadata": metadata or {},
+        "config": config or {},
+        "item_count": counts.items,
+        "token_count": counts.tokens,
+        "char_count": counts.chars,
+        "last_seq": counts.new_seqs,
+        "event_seq": version,
+        "epoch": 0,
+        "last_compaction": last_compaction,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def _state(row: sa.Row[Any]) -> SessionState:
     return SessionState(**row._mapping)
 
@@ -70,6 +102,11 @@ class SessionRepository:
         row = await self.db.execute(sa.select(t.c.version).where(self._key(tenant_id, session_id)))
         return row.first() is not None
 
+    async def _insert_new(self, values: dict[str, Any]) -> bool:
+        """Insert a session row unless the id is taken; True if inserted."""
+        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
+        return (await self.db.execute(stmt)).first() is not None
+
     async def insert(
         self,
         *,
@@ -80,56 +117,26 @@ class SessionRepository:
         summary: str | None,
         now: datetime,
     ) -> SessionState:
-        values = dict(
+        """Create an empty session at version 1 (its ``created`` event is seq 1)."""
+        return await self.insert_copy(
             tenant_id=tenant_id,
-            id=session_id,
-            version=1,
-            summary=summary,
+            session_id=session_id,
             metadata=metadata,
             config=config,
-            item_count=0,
-            token_count=0,
-            char_count=0,
-            last_seq=0,
-            event_seq=1,
-            epoch=0,
+            summary=summary,
             last_compaction=None,
-            created_at=now,
-            updated_at=now,
+            counts=Counters(),
+            now=now,
         )
-        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
-        if (await self.db.execute(stmt)).first() is None:
-            raise SessionExists(f"session {session_id!r} already exists")
-        return SessionState(**values)  # type: ignore[arg-type]
 
     async def insert_if_missing(self, *, tenant_id: str, session_id: str, now: datetime) -> bool:
         """Create an empty session unless it exists (``?create=true`` appends); True if created.
 
-        The ``created`` event is written by the caller when this returns True.
+        It starts at version 0 with no event: the append that follows bumps it to 1 and writes
+        the ``created`` event with its own.
         """
-        stmt = (
-            _insert(self.db)(t)
-            .values(
-                tenant_id=tenant_id,
-                id=session_id,
-                version=0,
-                summary=None,
-                metadata={},
-                config={},
-                item_count=0,
-                token_count=0,
-                char_count=0,
-                last_seq=0,
-                event_seq=0,
-                epoch=0,
-                last_compaction=None,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing()
-            .returning(t.c.id)
-        )
-        return (await self.db.execute(stmt)).first() is not None
+        values = _new_row(tenant_id, session_id, now=now, counts=Counters(), version=0)
+        return await self._insert_new(values)
 
     async def insert_copy(
         self,
@@ -145,27 +152,20 @@ class SessionRepository:
     ) -> SessionState:
         """Create a session that starts with contents (a fork): version 1, one event (its
         ``created``), ``counts.new_seqs`` seqs already used. ``SessionExists`` if the id is taken."""
-        values = dict(
-            tenant_id=tenant_id,
-            id=session_id,
+        values = _new_row(
+            tenant_id,
+            session_id,
+            now=now,
+            counts=counts,
             version=1,
             summary=summary,
             metadata=metadata,
             config=config,
-            item_count=counts.items,
-            token_count=counts.tokens,
-            char_count=counts.chars,
-            last_seq=counts.new_seqs,
-            event_seq=1,
-            epoch=0,
             last_compaction=last_compaction,
-            created_at=now,
-            updated_at=now,
         )
-        stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
-        if (await self.db.execute(stmt)).first() is None:
+        if not await self._insert_new(values):
             raise SessionExists(f"session {session_id!r} already exists")
-        return SessionState(**values)  # type: ignore[arg-type]
+        return SessionState(**values)
 
     async def bump(
         self,
