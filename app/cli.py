@@ -201,6 +201,63 @@ def _key_json(key: ApiKey) -> dict[str, object]:
     }
 
 
+def _transfer(args: argparse.Namespace) -> int:
+    """export: snapshot a session and print its document; import: restore one into a session."""
+    from app.domain.errors import DomainError
+    from app.locks import build_locks
+    from app.services import transfer
+    from app.services.runtime import Actor, Runtime
+
+    settings = get_settings()
+    if settings.auto_migrate:
+        from app.store.migrate import upgrade
+
+        upgrade(settings.database_url)
+    actor = Actor(tenant_id=args.tenant, key_name="cli")
+    document: dict[str, object] | None = None
+    if args.command == "import":
+        source = sys.stdin if args.file == "-" else open(args.file)  # noqa: SIM115
+        with source:
+            document = json.load(source)
+
+    async def job(store: Store) -> dict[str, object]:
+        locks = build_locks(
+            settings.redis_url,
+            wait_seconds=settings.lock.wait_seconds,
+            ttl_seconds=settings.lock.ttl_seconds,
+            socket_timeout=settings.lock.redis_timeout_seconds,
+        )
+        rt = Runtime(settings=settings, store=store, locks=locks)
+        try:
+            if document is None:
+                return await transfer.export_session(rt, actor, args.session_id)
+            return await transfer.import_session(
+                rt, actor, args.session_id, document, create=not args.no_create
+            )
+        finally:
+            await locks.close()
+
+    try:
+        result = asyncio.run(_with_store(settings, job))
+    except DomainError as exc:
+        print(f"error: {exc.detail}", file=sys.stderr)
+        for err in exc.errors or []:
+            print(
+                f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')}",
+                file=sys.stderr,
+            )
+        return 1
+    if document is not None:
+        print(json.dumps(result))
+        return 0
+    text = json.dumps(result, indent=2, default=str) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _migrate(_: argparse.Namespace) -> int:
     from app.store.migrate import upgrade
 
@@ -252,6 +309,19 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("key_id")
     keys.set_defaults(func=_keys)
+
+    export = sub.add_parser("export", help="snapshot a session and print its document (JSON)")
+    export.add_argument("session_id")
+    export.add_argument("--tenant", default="default")
+    export.add_argument("--out", default=None, help="write to this file instead of stdout")
+    export.set_defaults(func=_transfer)
+
+    import_ = sub.add_parser("import", help="restore a session from an exported document")
+    import_.add_argument("session_id")
+    import_.add_argument("file", help="the document (- for standard input)")
+    import_.add_argument("--tenant", default="default")
+    import_.add_argument("--no-create", action="store_true", help="fail if the session is missing")
+    import_.set_defaults(func=_transfer)
     return parser
 
 
