@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.database_url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
+            item_cache_items=settings.context_cache_items,
         )
         locks = build_locks(
             settings.redis_url,

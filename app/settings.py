@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(10, ge=1)
     db_max_overflow: int = Field(10, ge=0)
     idempotency_ttl_seconds: int = Field(24 * 3600, ge=60)
+    context_cache_items: int = Field(
+        20_000, ge=0, description="decoded items kept per process for context reads (0: off)"
+    )
     idempotency_purge_seconds: float = Field(
         600.0, gt=0, description="how often expired Idempotency-Keys are deleted"
     )

@@ -738,9 +738,10 @@ def _estimates(
         per.append((1, tokens + framing, sum(len(t) for t in texts)))
     base_chars = len(summary or "")
     base = [0, (cache.count(summary) + _EST_PER_ITEM) if summary else 0, base_chars]
-    for i in closure:
+    for i in closure:  # always sent: counted once, in the base, not again in the tail
         for k in range(3):
             base[k] += per[i][k]
+        per[i] = (0, 0, 0)
     return per, (base[0], base[1], base[2])
 
 

@@ -75,7 +75,7 @@ async def read_context(
         budget = Budget.merged(
             context_defaults if isinstance(context_defaults, dict) else None, overrides
         )
-        repo = ContextRepository(db, actor.tenant_id, session_id)
+        repo = ContextRepository(db, actor.tenant_id, session_id, cache=rt.store.item_cache)
         window: list[StoredItem] = []  # newest first
         exhausted = False
         projected: ProjectedContext | None = None

@@ -15,15 +15,24 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
+from app.store.item_cache import ItemCache
 from app.store.items import _ITEM_COLUMNS, _item
 from app.store.tables import items as t
 
 
 class ContextRepository:
-    def __init__(self, db: AsyncConnection, tenant_id: str, session_id: str) -> None:
+    def __init__(
+        self,
+        db: AsyncConnection,
+        tenant_id: str,
+        session_id: str,
+        *,
+        cache: ItemCache | None = None,
+    ) -> None:
         self.db = db
         self.tenant_id = tenant_id
         self.session_id = session_id
+        self.cache = cache
 
     def _live(self) -> sa.ColumnElement[bool]:
         return sa.and_(
@@ -33,12 +42,44 @@ class ContextRepository:
         )
 
     async def newest(self, *, before_seq: int | None, limit: int) -> list[StoredItem]:
-        """Up to ``limit`` live items older than ``before_seq``, newest first."""
-        stmt = sa.select(*_ITEM_COLUMNS).where(self._live())
+        """Up to ``limit`` live items older than ``before_seq``, newest first.
+
+        With a cache: first the keys (seq, id, created_at) of the window, then the full rows
+        of only those not decoded before, in the same snapshot."""
+        where = [self._live()]
         if before_seq is not None:
-            stmt = stmt.where(t.c.seq < before_seq)
-        stmt = stmt.order_by(t.c.seq.desc()).limit(limit)
-        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+            where.append(t.c.seq < before_seq)
+        if self.cache is None:
+            stmt = sa.select(*_ITEM_COLUMNS).where(*where).order_by(t.c.seq.desc()).limit(limit)
+            return [_item(r) for r in (await self.db.execute(stmt)).all()]
+        keys_stmt = (
+            sa.select(t.c.seq, t.c.item_id, t.c.created_at)
+            .where(*where)
+            .order_by(t.c.seq.desc())
+            .limit(limit)
+        )
+        keys = [
+            (self.tenant_id, self.session_id, seq, item_id, created_at)
+            for seq, item_id, created_at in (await self.db.execute(keys_stmt)).all()
+        ]
+        found: dict[int, StoredItem] = {}
+        missing: list[int] = []
+        for key in keys:
+            item = self.cache.get(key)
+            if item is None:
+                missing.append(key[2])
+            else:
+                found[key[2]] = item
+        for start in range(0, len(missing), 1000):
+            chunk = missing[start : start + 1000]
+            stmt = sa.select(*_ITEM_COLUMNS).where(self._live(), t.c.seq.in_(chunk))
+            for row in (await self.db.execute(stmt)).all():
+                item = _item(row)
+                found[item.seq] = item
+                self.cache.put(
+                    (self.tenant_id, self.session_id, item.seq, item.id, item.created_at), item
+                )
+        return [found[key[2]] for key in keys if key[2] in found]
 
     async def mandatory_before(
         self,

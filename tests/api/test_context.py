@@ -260,3 +260,36 @@ async def test_bad_native_input_stores_nothing(client: httpx.AsyncClient, sid: s
         422,
     )
     assert (await client.get(f"/v1/sessions/{sid}")).json()["item_count"] == 0
+
+
+async def test_a_recreated_session_never_shows_cached_items(client: httpx.AsyncClient, sid: str) -> None:
+    """Reads keep decoded items in memory; a session deleted and created again under the same
+    id, with the same item ids at the same seqs, must still show its new contents."""
+    for text in ("the old secret", "the new content"):
+        await create(client, sid)
+        r = await append(client, sid, [user(text, id="m1"), user(text + " again", id="m2")])
+        assert r.status_code == 201
+        body = (await client.get(f"/v1/sessions/{sid}/context", params={"max_tokens": 1000})).json()
+        assert [i["content"] for i in body["items"]] == [text, text + " again"]
+        assert (await client.delete(f"/v1/sessions/{sid}")).status_code == 204
+
+
+def test_item_cache_is_bounded_and_skips_large_items() -> None:
+    from app.store.item_cache import ItemCache
+
+    cache = ItemCache(max_items=3, max_item_chars=10)
+    made = [stored({"type": "message", "role": "user", "content": "x" * n, "id": f"i{n}", "seq": n,
+                    "tokens": 1, "chars": n, "pinned": False, "metadata": {},
+                    "created_at": "2026-11-29T12:00:00+00:00"}) for n in range(1, 6)]
+    keys = [("t", "s", m.seq, m.id, m.created_at) for m in made]
+    for key, item in zip(keys, made, strict=True):
+        cache.put(key, item)
+    assert len(cache) == 3 and cache.get(keys[0]) is None and cache.get(keys[4]) is made[4]
+    cache.get(keys[2])  # touched: survives the next insertion
+    big = stored({"type": "message", "role": "user", "content": "y" * 50, "id": "big", "seq": 9,
+                  "tokens": 1, "chars": 50, "pinned": False, "metadata": {},
+                  "created_at": "2026-11-29T12:00:00+00:00"})
+    cache.put(("t", "s", 9, "big", big.created_at), big)
+    assert cache.get(("t", "s", 9, "big", big.created_at)) is None
+    cache.put(("t", "s", 6, "i6", made[0].created_at), made[0])
+    assert cache.get(keys[2]) is made[2] and cache.get(keys[3]) is None

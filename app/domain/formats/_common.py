@@ -57,8 +57,40 @@ def entries_of(items: Any) -> list[Entry]:
     return [Entry(body=item.body, stored=item) for item in items]
 
 
+class _SharedCounts:
+    """Token counts shared by every projection of the process (bounded, oldest out first).
+
+    An agent's context is read every turn over mostly the same texts; counting them once per
+    process instead of once per read is what makes repeated reads cheap. A count is a pure
+    function of (tokenizer, text), so sharing it changes no result."""
+
+    MAX_ENTRIES = 50_000
+    MAX_TEXT = 32_768  # longer texts are counted each time rather than kept alive
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def count(self, tokenizer: TokenizerName, text: str) -> int:
+        if len(text) > self.MAX_TEXT:
+            return count_text(text, tokenizer)
+        key = (tokenizer, text)
+        hit = self._counts.get(key)
+        if hit is None:
+            hit = count_text(text, tokenizer)
+            if len(self._counts) >= self.MAX_ENTRIES:
+                # dicts keep insertion order: drop the oldest tenth in one go
+                for old in list(self._counts)[: self.MAX_ENTRIES // 10]:
+                    del self._counts[old]
+            self._counts[key] = hit
+        return hit
+
+
+_SHARED = _SharedCounts()
+
+
 class TokenCache:
-    """Memoises token counts of strings for one tokenizer (per projection call)."""
+    """Memoises token counts of strings for one tokenizer (per projection call, backed by the
+    process-wide counts)."""
 
     def __init__(self, tokenizer: TokenizerName) -> None:
         self.tokenizer: TokenizerName = tokenizer
@@ -67,7 +99,7 @@ class TokenCache:
     def count(self, text: str) -> int:
         hit = self._cache.get(text)
         if hit is None:
-            hit = count_text(text, self.tokenizer)
+            hit = _SHARED.count(self.tokenizer, text)
             self._cache[text] = hit
         return hit
 
