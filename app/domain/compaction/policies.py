@@ -146,14 +146,16 @@ def _noop(
     model: str | None,
     now: datetime | None,
     result_id: str | None,
+    notes: list[str] | None = None,
 ) -> CompactResult:
+    """A result that carries the summary and sections over unchanged."""
     sections, _ = _carried(previous, previous_summary)
     return _result(
         plan,
         policy=policy,
         sections=sections,
         summary=previous_summary,
-        notes=[],
+        notes=notes or [],
         model=model,
         now=now,
         result_id=result_id,
@@ -169,17 +171,16 @@ def window_compaction(
     result_id: str | None = None,
 ) -> CompactResult:
     """Drop ``plan.compacted`` from working memory; summary and sections stay as they were."""
-    sections, _ = _carried(previous, previous_summary)
     notes = [] if plan.is_empty else ["window policy: the compacted items were not summarised"]
-    return _result(
+    return _noop(
         plan,
         policy="window",
-        sections=sections,
-        summary=previous_summary,
-        notes=notes,
+        previous=previous,
+        previous_summary=previous_summary,
         model=None,
         now=now,
         result_id=result_id,
+        notes=notes,
     )
 
 
