@@ -208,15 +208,16 @@ class WindowHint:
 def window_hint(budget: Budget, *, attempt: int = 0) -> WindowHint | None:
     """How much of the newest working memory to load first; ``None``: load all of it.
 
-    The first window is a quarter larger than the budget: a rendered item never costs fewer
-    tokens or chars than its stored counts, so that usually decides. Each ``needs_more`` retry
+    The first window is a tenth larger than the budget: a rendered item never costs fewer
+    tokens or chars than its stored counts (and most formats charge framing on top), so that
+    usually decides; a window too small to decide only costs a retry. Each ``needs_more`` retry
     doubles the window (``attempt`` 0, 1, 2, ...); the service stops growing once the window is
     the whole memory.
     """
     limits = budget.limits
     if not limits:
         return None
-    factor = 1.25 * 2**attempt
+    factor = 1.1 * 2**attempt
     items = limits.get("max_items")
     tokens = limits.get("max_tokens")
     chars = limits.get("max_chars")
