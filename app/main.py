@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
             item_cache_items=settings.context_cache_items,
+            prompt_cache_entries=settings.context_cache_prompts,
         )
         locks = build_locks(
             settings.redis_url,

@@ -102,6 +102,11 @@ class Settings(BaseSettings):
     context_cache_items: int = Field(
         20_000, ge=0, description="decoded items kept per process for context reads (0: off)"
     )
+    context_cache_prompts: int = Field(
+        256,
+        ge=0,
+        description="projected prompts kept per process by session version and budget (0: off)",
+    )
     idempotency_purge_seconds: float = Field(
         600.0, gt=0, description="how often expired Idempotency-Keys are deleted"
     )

@@ -5,6 +5,10 @@ sized from the session's average item size until the window the budget asks for 
 older items are loaded only if mandatory (pinned, system, pinned prefix, newest user message).
 If the projection says the window was too small to decide (``needs_more``), the window doubles.
 Everything is read in one snapshot (REPEATABLE READ on Postgres), so counts and items agree.
+
+A projection is deterministic and every write bumps the session's version, so the prompt of a
+(session, version, format, budget) is kept in a per-process cache (``CONTEXT_CACHE_PROMPTS``):
+reading again before the next write costs the session row only.
 """
 
 from __future__ import annotations
@@ -55,9 +59,9 @@ def _batch_size(state: SessionState, hint: WindowHint, have: int) -> int:
     if hint.min_items is not None:
         want = max(want, hint.min_items - have)
     if hint.min_tokens is not None:
-        want = max(want, int(hint.min_tokens / avg_tokens * 1.25) - have)
+        want = max(want, int(hint.min_tokens / avg_tokens * 1.1) - have)
     if hint.min_chars is not None:
-        want = max(want, int(hint.min_chars / avg_chars * 1.25) - have)
+        want = max(want, int(hint.min_chars / avg_chars * 1.1) - have)
     return min(max(want, 16), 5000)
 
 
@@ -75,6 +79,20 @@ async def read_context(
         budget = Budget.merged(
             context_defaults if isinstance(context_defaults, dict) else None, overrides
         )
+        memo = rt.store.prompt_cache
+        memo_key = (
+            actor.tenant_id,
+            session_id,
+            state.created_at,
+            state.version,
+            format,
+            budget,
+        )
+        if memo is not None:
+            cached = memo.get(memo_key)
+            if isinstance(cached, ContextResult):
+                rt.notify("context_projected", cached.projected.report.projected_tokens)
+                return cached
         repo = ContextRepository(db, actor.tenant_id, session_id, cache=rt.store.item_cache)
         window: list[StoredItem] = []  # newest first
         exhausted = False
@@ -121,7 +139,10 @@ async def read_context(
             )
         assert projected is not None
     rt.notify("context_projected", projected.report.projected_tokens)
-    return ContextResult(format=format, version=state.version, projected=projected)
+    result = ContextResult(format=format, version=state.version, projected=projected)
+    if memo is not None:
+        memo.put(memo_key, result, chars=projected.report.projected_chars)
+    return result
 
 
 def _source(

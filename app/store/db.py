@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app import jsonutil
 from app.domain.errors import DatabaseUnavailable
-from app.store.item_cache import ItemCache
+from app.store.item_cache import ItemCache, PromptCache
 from app.store.migrate import ensure_sqlite_dir
 
 # A lost or refused connection, an exhausted pool: the request can be retried as it is.
@@ -32,11 +32,17 @@ def _json_dumps(value: Any) -> str:
 class Store:
     """Owns the engine; hands out connections inside transactions."""
 
-    def __init__(self, engine: AsyncEngine, *, item_cache_items: int = 0) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, item_cache_items: int = 0, prompt_cache_entries: int = 0
+    ) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
         # decoded items shared by this process's context reads (None: off)
         self.item_cache = ItemCache(max_items=item_cache_items) if item_cache_items > 0 else None
+        # whole projected prompts by session version and budget (None: off)
+        self.prompt_cache = (
+            PromptCache(max_entries=prompt_cache_entries) if prompt_cache_entries > 0 else None
+        )
 
     @classmethod
     def from_url(
@@ -46,6 +52,7 @@ class Store:
         pool_size: int = 10,
         max_overflow: int = 10,
         item_cache_items: int = 0,
+        prompt_cache_entries: int = 0,
     ) -> Store:
         kwargs: dict[str, Any] = {
             "json_serializer": _json_dumps,
@@ -67,7 +74,11 @@ class Store:
                 pool_recycle=1800,
                 **kwargs,
             )
-        return cls(engine, item_cache_items=item_cache_items)
+        return cls(
+            engine,
+            item_cache_items=item_cache_items,
+            prompt_cache_entries=prompt_cache_entries,
+        )
 
     async def dispose(self) -> None:
         await self.engine.dispose()

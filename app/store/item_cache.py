@@ -1,4 +1,7 @@
-"""ItemCache: decoded items kept in memory between context reads of the same process.
+"""Per-process caches for context reads: decoded items (ItemCache) and whole projected
+prompts (PromptCache).
+
+ItemCache: decoded items kept in memory between context reads of the same process.
 
 An agent reads its context every turn, and each read covers mostly the items the previous one
 decoded. A stored item never changes: it is identified by (tenant, session, seq, item id,
@@ -11,6 +14,7 @@ loop).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from datetime import datetime
 
 from app.domain.items import StoredItem
@@ -45,3 +49,42 @@ class ItemCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class PromptCache:
+    """Projected prompts kept between context reads of the same process.
+
+    A projection is a pure function of the session's state and the request (DESIGN §2,
+    determinism), and every write bumps the session's ``version`` in its own transaction.
+    So (tenant, session, created_at, version, format, budget) names one answer for good: a
+    read at the same version with the same budget gets the same bytes without reloading or
+    re-projecting, and a write makes the old entries unreachable (they age out of the LRU).
+    Bounded by entries and by the size of each prompt; per process, no locking needed.
+    """
+
+    def __init__(self, *, max_entries: int, max_entry_chars: int = 1_048_576) -> None:
+        self.max_entries = max_entries
+        self.max_entry_chars = max_entry_chars
+        self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> object | None:
+        value = self._entries.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, value: object, *, chars: int) -> None:
+        if self.max_entries <= 0 or chars > self.max_entry_chars:
+            return
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

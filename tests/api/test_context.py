@@ -293,3 +293,73 @@ def test_item_cache_is_bounded_and_skips_large_items() -> None:
     assert cache.get(("t", "s", 9, "big", big.created_at)) is None
     cache.put(("t", "s", 6, "i6", made[0].created_at), made[0])
     assert cache.get(keys[2]) is made[2] and cache.get(keys[3]) is None
+
+
+async def test_every_write_is_seen_by_the_next_read(client: httpx.AsyncClient, sid: str) -> None:
+    """A prompt is kept per (session, version, format, budget): after any kind of write, the
+    next read with the same budget must serve what the whole working memory projects to now,
+    never what the same read returned before the write."""
+
+    async def check(label: str) -> dict[str, Any]:
+        memory = [stored(w) for w in await all_items(client, sid)]
+        session = (await client.get(f"/v1/sessions/{sid}")).json()
+        context = session["config"].get("context") or {}
+        full = ContextSource(
+            summary=session["summary"],
+            items=memory,
+            total_items=len(memory),
+            total_tokens=sum(m.tokens for m in memory),
+            total_chars=sum(m.chars for m in memory),
+        )
+        served = {}
+        for _ in range(2):  # the second read is the one a cache would answer
+            r = await client.get(f"/v1/sessions/{sid}/context", params={"format": "openai-chat"})
+            assert r.status_code == 200, r.text
+            assert r.headers["etag"] == f'"{session["version"]}"', label
+            served = r.json()
+            expected = project_context(full, Budget(**context), format="openai-chat")
+            assert served["version"] == session["version"], label
+            assert served["messages"] == json.loads(json.dumps(expected.payload["messages"])), label
+            assert served["report"] == json.loads(expected.report.model_dump_json()), label
+        return served
+
+    items = await seed(client, sid, 12)
+    await client.patch(f"/v1/sessions/{sid}", json={"config": {"context": {"max_tokens": 600}}})
+    seen = [await check("seeded")]
+    assert (await append(client, sid, [user("one more thing")])).status_code == 201
+    seen.append(await check("append"))
+    assert (await client.post(f"/v1/sessions/{sid}/items/pop")).status_code == 200
+    seen.append(await check("pop"))
+    r = await client.patch(f"/v1/sessions/{sid}", json={"config": {"context": {"max_items": 3}}})
+    assert r.status_code == 200, r.text
+    seen.append(await check("config"))
+    r = await client.post(f"/v1/sessions/{sid}/snapshots", json={})
+    assert r.status_code == 201, r.text
+    snapshot_id = r.json()["id"]
+    seen.append(await check("snapshot"))
+    r = await client.post(f"/v1/sessions/{sid}/compact", json={"policy": "structured"})
+    assert r.status_code == 200, r.text
+    seen.append(await check("compact"))
+    assert (await client.delete(f"/v1/sessions/{sid}/items")).status_code == 200
+    seen.append(await check("clear"))
+    assert seen[-1]["messages"] != seen[-2]["messages"]
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snapshot_id})
+    assert r.status_code == 200, r.text
+    seen.append(await check("restore"))
+    assert seen[-1]["messages"] == seen[3]["messages"] and len(items) > 3
+    versions = [s["version"] for s in seen]
+    assert versions == sorted(set(versions))
+
+
+def test_prompt_cache_is_bounded_and_skips_large_prompts() -> None:
+    from app.store.item_cache import PromptCache
+
+    cache = PromptCache(max_entries=2, max_entry_chars=100)
+    cache.put("a", 1, chars=10)
+    cache.put("b", 2, chars=10)
+    assert cache.get("a") == 1  # touched: "b" is now the oldest
+    cache.put("c", 3, chars=10)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    cache.put("big", 4, chars=101)
+    assert cache.get("big") is None and len(cache) == 2
+    assert PromptCache(max_entries=0).max_entries == 0
