@@ -24,13 +24,12 @@ from app.domain.projection import (
     ProjectedContext,
     WindowHint,
     project_context,
-    unloaded_gaps,
     window_hint,
 )
 from app.domain.sessions import SessionState
 from app.services.runtime import Actor, Runtime
 from app.services.sessions import load_session
-from app.store.context import ContextRepository
+from app.store.context import ContextRepository, WindowKeys
 from app.store.items import ItemRepository
 
 MAX_ATTEMPTS = 12
@@ -43,12 +42,13 @@ class ContextResult:
     projected: ProjectedContext
 
 
-def _covered(window: list[StoredItem], hint: WindowHint) -> bool:
-    if hint.min_items is not None and len(window) < hint.min_items:
+def _covered(keys: list[tuple[int, int, int]], hint: WindowHint) -> bool:
+    """Whether the window's (seq, tokens, chars) rows reach every minimum of the hint."""
+    if hint.min_items is not None and len(keys) < hint.min_items:
         return False
-    if hint.min_tokens is not None and sum(i.tokens for i in window) < hint.min_tokens:
+    if hint.min_tokens is not None and sum(k[1] for k in keys) < hint.min_tokens:
         return False
-    return not (hint.min_chars is not None and sum(i.chars for i in window) < hint.min_chars)
+    return not (hint.min_chars is not None and sum(k[2] for k in keys) < hint.min_chars)
 
 
 def _batch_size(state: SessionState, hint: WindowHint, have: int) -> int:
@@ -93,8 +93,16 @@ async def read_context(
             if isinstance(cached, ContextResult):
                 rt.notify("context_projected", cached.projected.report.projected_tokens)
                 return cached
-        repo = ContextRepository(db, actor.tenant_id, session_id, cache=rt.store.item_cache)
-        window: list[StoredItem] = []  # newest first
+        repo = ContextRepository(
+            db,
+            actor.tenant_id,
+            session_id,
+            session_created_at=state.created_at,
+            cache=rt.store.item_cache,
+        )
+        keys: list[tuple[int, int, int]] = []  # (seq, tokens, chars), newest first
+        loaded: dict[int, StoredItem] = {}
+        last_batch: WindowKeys | None = None
         exhausted = False
         projected: ProjectedContext | None = None
         for attempt in range(MAX_ATTEMPTS):
@@ -106,26 +114,30 @@ async def read_context(
                 source = _source(state, items, window_start=None)
                 projected = project_context(source, budget, format=format)
                 break
-            while not exhausted and not _covered(window, hint):
-                before = window[-1].seq if window else None
-                size = _batch_size(state, hint, len(window))
-                batch = await repo.newest(before_seq=before, limit=size)
-                window.extend(batch)
-                exhausted = len(batch) < size
-            if exhausted:
-                source = _source(state, list(reversed(window)), window_start=None)
-                projected = project_context(source, budget, format=format)
+            while not exhausted and not _covered(keys, hint):
+                before = keys[-1][0] if keys else None
+                size = _batch_size(state, hint, len(keys))
+                last_batch = await repo.window_keys(before_seq=before, limit=size)
+                keys.extend(last_batch.rows)
+                exhausted = last_batch.older_seq is None
+            wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
+            for item in await repo.items([seq for seq in wanted if seq not in loaded]):
+                loaded[item.seq] = item
+            window = [loaded[seq] for seq in wanted if seq in loaded]
+            if exhausted or last_batch is None:
+                projected = project_context(
+                    _source(state, window, window_start=None), budget, format=format
+                )
                 break
-            window_start = window[-1].seq
+            window_start = keys[-1][0]
             older = await repo.mandatory_before(
+                last_batch,
                 window_start,
                 include_system=budget.keep_system,
                 prefix_items=budget.pinned_prefix_items,
             )
-            gaps = unloaded_gaps([i.seq for i in older], window_start)
-            runs = await repo.run_bounds(gaps)
             source = _source(
-                state, older + list(reversed(window)), window_start=window_start, runs=runs
+                state, older.items + window, window_start=window_start, runs=older.runs
             )
             projected = project_context(source, budget, format=format)
             if not projected.needs_more:

@@ -1,14 +1,24 @@
 """ContextRepository: the reads a projection makes, each bounded by the budget, not the session.
 
-A projection loads the newest items in batches until the window the budget needs is covered,
-then the few older items that are mandatory whatever the budget (pinned, system/developer, the
-pinned prefix, the newest user message), then the bounds of the unloaded runs between them.
+A projection reads, in one snapshot:
+
+1. ``window_keys``: the newest live items' seq and stored counts (integers only, newest
+   first), in batches until the window the budget needs is covered. Each batch asks for one
+   row more than it keeps: that row is the newest live item older than the window.
+2. ``items``: the bodies of the window, decoded once per process (the item cache) and fetched
+   from the database only for the seqs not decoded before.
+3. ``mandatory_before``: the few older items that are mandatory whatever the budget (pinned,
+   system/developer, the pinned prefix, the newest user message), each with the seq of its
+   live neighbours, so the runs of unloaded items between them need no further query.
+
 All of it goes through the partial indexes on live items.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +29,110 @@ from app.store.item_cache import ItemCache
 from app.store.items import _ITEM_COLUMNS, _item
 from app.store.tables import items as t
 
+_BODY_CHUNK = 1000
+_NO_BOUND = 1 << 62  # "before no seq": larger than any seq
+
+
+# The statements are built once: building one (aliases, column proxies, cache key) costs more
+# than running it. Values are bound parameters.
+def _live(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
+    c = table.c
+    return sa.and_(
+        c.tenant_id == sa.bindparam("tenant_id"),
+        c.session_id == sa.bindparam("session_id"),
+        sa.not_(c.archived),
+    )
+
+
+def _window_keys_statement() -> sa.Select[Any]:
+    inner = t.alias("first_live")
+    first_live = sa.select(sa.func.min(inner.c.seq)).where(_live(inner)).scalar_subquery()
+    return (
+        sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live)
+        .where(_live(), t.c.seq < sa.bindparam("before_seq"))
+        .order_by(t.c.seq.desc())
+        .limit(sa.bindparam("limit"))
+    )
+
+
+def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Select[Any]:
+    conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
+    if include_system:
+        # literal values: the partial index on mandatory items names these roles
+        conditions.append(
+            t.c.role.in_(
+                [
+                    sa.literal("system", literal_execute=True),
+                    sa.literal("developer", literal_execute=True),
+                ]
+            )
+        )
+    user = t.alias("newest_user")
+    newest_user = (
+        sa.select(sa.func.max(user.c.seq))
+        .where(_live(user), user.c.role == "user", user.c.type == "message")
+        .scalar_subquery()
+    )
+    conditions.append(t.c.seq == newest_user)
+    if with_prefix:
+        head = t.alias("prefix")
+        prefix = (
+            sa.select(head.c.seq)
+            .where(_live(head))
+            .order_by(head.c.seq)
+            .limit(sa.bindparam("prefix_items"))
+            .scalar_subquery()
+        )
+        conditions.append(t.c.seq.in_(prefix))
+    before = t.alias("before")
+    after = t.alias("after")
+    previous_live = (
+        sa.select(sa.func.max(before.c.seq))
+        .where(_live(before), before.c.seq < t.c.seq)
+        .scalar_subquery()
+    )
+    next_live = (
+        sa.select(sa.func.min(after.c.seq))
+        .where(_live(after), after.c.seq > t.c.seq)
+        .scalar_subquery()
+    )
+    return (
+        sa.select(*_ITEM_COLUMNS, previous_live, next_live)
+        .where(_live(), t.c.seq < sa.bindparam("window_start"), sa.or_(*conditions))
+        .order_by(t.c.seq)
+    )
+
+
+_WINDOW_KEYS = _window_keys_statement()
+_BODIES = sa.select(*_ITEM_COLUMNS).where(
+    _live(), t.c.seq.in_(sa.bindparam("seqs", expanding=True))
+)
+_MANDATORY = {
+    (system, prefix): _mandatory_statement(include_system=system, with_prefix=prefix)
+    for system in (False, True)
+    for prefix in (False, True)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowKeys:
+    """A batch of the window, newest first: ``(seq, tokens, chars)`` per live item.
+
+    ``older_seq``: the newest live item older than the batch (None: the batch reaches the
+    oldest live item). ``first_live_seq``: the oldest live item of the session."""
+
+    rows: list[tuple[int, int, int]]
+    older_seq: int | None
+    first_live_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OlderItems:
+    """Mandatory items older than the window, ascending, and the unloaded runs around them."""
+
+    items: list[StoredItem]
+    runs: list[tuple[int, int]]
+
 
 class ContextRepository:
     def __init__(
@@ -27,112 +141,82 @@ class ContextRepository:
         tenant_id: str,
         session_id: str,
         *,
+        session_created_at: datetime,
         cache: ItemCache | None = None,
     ) -> None:
         self.db = db
         self.tenant_id = tenant_id
         self.session_id = session_id
+        self.session_created_at = session_created_at
         self.cache = cache
+        self._scope = {"tenant_id": tenant_id, "session_id": session_id}
 
-    def _live(self) -> sa.ColumnElement[bool]:
-        return sa.and_(
-            t.c.tenant_id == self.tenant_id,
-            t.c.session_id == self.session_id,
-            sa.not_(t.c.archived),
-        )
+    async def window_keys(self, *, before_seq: int | None, limit: int) -> WindowKeys:
+        """Up to ``limit`` live items older than ``before_seq`` (None: the newest), newest
+        first, as integers; plus the seq of the next older live item and of the oldest."""
+        params = {
+            **self._scope,
+            "before_seq": _NO_BOUND if before_seq is None else before_seq,
+            "limit": limit + 1,
+        }
+        rows = (await self.db.execute(_WINDOW_KEYS, params)).all()
+        first = rows[0][3] if rows else None
+        keys = [(seq, tokens, chars) for seq, tokens, chars, _ in rows[:limit]]
+        older = rows[limit][0] if len(rows) > limit else None
+        return WindowKeys(rows=keys, older_seq=older, first_live_seq=first)
 
-    async def newest(self, *, before_seq: int | None, limit: int) -> list[StoredItem]:
-        """Up to ``limit`` live items older than ``before_seq``, newest first.
-
-        With a cache: first the keys (seq, id, created_at) of the window, then the full rows
-        of only those not decoded before, in the same snapshot."""
-        where = [self._live()]
-        if before_seq is not None:
-            where.append(t.c.seq < before_seq)
-        if self.cache is None:
-            stmt = sa.select(*_ITEM_COLUMNS).where(*where).order_by(t.c.seq.desc()).limit(limit)
-            return [_item(r) for r in (await self.db.execute(stmt)).all()]
-        keys_stmt = (
-            sa.select(t.c.seq, t.c.item_id, t.c.created_at)
-            .where(*where)
-            .order_by(t.c.seq.desc())
-            .limit(limit)
-        )
-        keys = [
-            (self.tenant_id, self.session_id, seq, item_id, created_at)
-            for seq, item_id, created_at in (await self.db.execute(keys_stmt)).all()
-        ]
+    async def items(self, seqs: Sequence[int]) -> list[StoredItem]:
+        """The live items with these seqs, in the order given; decoded bodies come from the
+        cache, keyed by the session's creation time and the seq. A seq is never reused within a
+        session (``last_seq`` only grows, archived items keep theirs) and a session deleted and
+        created again has another creation time, so a cached item is never stale."""
         found: dict[int, StoredItem] = {}
         missing: list[int] = []
-        for key in keys:
-            item = self.cache.get(key)
-            if item is None:
-                missing.append(key[2])
-            else:
-                found[key[2]] = item
-        for start in range(0, len(missing), 1000):
-            chunk = missing[start : start + 1000]
-            stmt = sa.select(*_ITEM_COLUMNS).where(self._live(), t.c.seq.in_(chunk))
-            for row in (await self.db.execute(stmt)).all():
+        cache = self.cache
+        base = (self.tenant_id, self.session_id, self.session_created_at)
+        if cache is None:
+            missing = list(seqs)
+        else:
+            for seq in seqs:
+                item = cache.get((*base, seq))
+                if item is None:
+                    missing.append(seq)
+                else:
+                    found[seq] = item
+        for start in range(0, len(missing), _BODY_CHUNK):
+            chunk = missing[start : start + _BODY_CHUNK]
+            for row in (await self.db.execute(_BODIES, {**self._scope, "seqs": chunk})).all():
                 item = _item(row)
                 found[item.seq] = item
-                self.cache.put(
-                    (self.tenant_id, self.session_id, item.seq, item.id, item.created_at), item
-                )
-        return [found[key[2]] for key in keys if key[2] in found]
+                if cache is not None:
+                    cache.put((*base, item.seq), item)
+        return [found[seq] for seq in seqs if seq in found]
 
     async def mandatory_before(
         self,
-        before_seq: int,
+        window: WindowKeys,
+        window_start: int,
         *,
         include_system: bool,
         prefix_items: int,
-    ) -> list[StoredItem]:
-        """Older than ``before_seq``: pinned items, system/developer messages (if asked), the
-        first ``prefix_items`` items of working memory and the newest user message. One query."""
-        conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
-        if include_system:
-            conditions.append(t.c.role.in_(("system", "developer")))
-        newest_user = (
-            sa.select(sa.func.max(t.c.seq))
-            .where(self._live(), t.c.role == "user", t.c.type == "message")
-            .scalar_subquery()
-        )
-        conditions.append(t.c.seq == newest_user)
+    ) -> OlderItems:
+        """Older than ``window_start``: pinned items, system/developer messages (if asked), the
+        first ``prefix_items`` items of working memory and the newest user message, with the
+        runs of live items between them that are not loaded. One query: each mandatory row
+        carries the seqs of its nearest live neighbours."""
+        stmt = _MANDATORY[(include_system, prefix_items > 0)]
+        params: dict[str, Any] = {**self._scope, "window_start": window_start}
         if prefix_items > 0:
-            prefix = (
-                sa.select(t.c.seq)
-                .where(self._live())
-                .order_by(t.c.seq)
-                .limit(prefix_items)
-                .scalar_subquery()
-            )
-            conditions.append(t.c.seq.in_(prefix))
-        stmt = (
-            sa.select(*_ITEM_COLUMNS)
-            .where(self._live(), t.c.seq < before_seq, sa.or_(*conditions))
-            .order_by(t.c.seq)
-        )
-        return [_item(r) for r in (await self.db.execute(stmt)).all()]
-
-    async def run_bounds(self, gaps: Sequence[tuple[int | None, int]]) -> list[tuple[int, int]]:
-        """For each open interval ``(after, before)``, the first and last live seq inside it
-        (intervals with no live item are left out). One statement per 200 intervals."""
-        out: list[tuple[int, int]] = []
-        for start in range(0, len(gaps), 200):
-            chunk = gaps[start : start + 200]
-            selects: list[Any] = []
-            for index, (after, before) in enumerate(chunk):
-                cond = [self._live(), t.c.seq < before]
-                if after is not None:
-                    cond.append(t.c.seq > after)
-                selects.append(
-                    sa.select(
-                        sa.literal(index).label("i"),
-                        sa.select(sa.func.min(t.c.seq)).where(*cond).scalar_subquery(),
-                        sa.select(sa.func.max(t.c.seq)).where(*cond).scalar_subquery(),
-                    )
-                )
-            rows = sorted((await self.db.execute(sa.union_all(*selects))).all())
-            out.extend((int(lo), int(hi)) for _, lo, hi in rows if lo is not None)
-        return out
+            params["prefix_items"] = prefix_items
+        rows = (await self.db.execute(stmt, params)).all()
+        items = [_item(row) for row in rows]
+        # A run lies between two consecutive loaded items (or before the first): it starts at
+        # the live item after the earlier one and ends at the live item before the later one.
+        bounds = [(row[0], row[8], row[9]) for row in rows]  # seq, previous live, next live
+        runs: list[tuple[int, int]] = []
+        start = window.first_live_seq
+        for seq, previous, following in [*bounds, (window_start, window.older_seq, None)]:
+            if start is not None and previous is not None and start < seq:
+                runs.append((int(start), int(previous)))
+            start = following
+        return OlderItems(items=items, runs=runs)

@@ -4,8 +4,9 @@ prompts (PromptCache).
 ItemCache: decoded items kept in memory between context reads of the same process.
 
 An agent reads its context every turn, and each read covers mostly the items the previous one
-decoded. A stored item never changes: it is identified by (tenant, session, seq, item id,
-created_at), and the timestamp tells a session apart from an earlier one with the same id
+decoded. A stored item never changes: it is identified by (tenant, session, the session's
+created_at, seq). A seq is never reused within a session (``last_seq`` only grows; archived
+items keep theirs) and the timestamp tells a session apart from an earlier one with the same id
 that was deleted, so a cached item is never stale; archiving only changes which seqs a query
 returns. Bounded LRU; large items are not kept. Per process, no locking needed (one event
 loop).
@@ -19,7 +20,8 @@ from datetime import datetime
 
 from app.domain.items import StoredItem
 
-ItemKey = tuple[str, str, int, str, datetime]
+# (tenant, session, the session's created_at, seq)
+ItemKey = tuple[str, str, datetime, int]
 
 
 class ItemCache:

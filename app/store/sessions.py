@@ -32,6 +32,11 @@ _COLUMNS = [
     t.c.created_at,
     t.c.updated_at,
 ]
+# Built once: every request loads a session row, and building the statement costs more than
+# running it.
+_GET = sa.select(*_COLUMNS).where(
+    t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
+)
 
 
 def _insert(db: AsyncConnection) -> Any:
@@ -93,9 +98,8 @@ class SessionRepository:
         return sa.and_(t.c.tenant_id == tenant_id, t.c.id == session_id)
 
     async def get(self, tenant_id: str, session_id: str) -> SessionState | None:
-        row = (
-            await self.db.execute(sa.select(*_COLUMNS).where(self._key(tenant_id, session_id)))
-        ).first()
+        params = {"tenant_id": tenant_id, "session_id": session_id}
+        row = (await self.db.execute(_GET, params)).first()
         return _state(row) if row else None
 
     async def exists(self, tenant_id: str, session_id: str) -> bool:
