@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.domain.formats import FormatName
 from app.domain.items import StoredItem
 from app.domain.projection import (
@@ -73,88 +75,106 @@ async def read_context(
     format: FormatName,
     overrides: Mapping[str, object],
 ) -> ContextResult:
+    memo = rt.store.prompt_cache
+    state: SessionState | None = None
+    if memo is not None:
+        # The session row alone (one statement, no transaction) says if the prompt is known.
+        async with rt.store.read() as db:
+            state = await load_session(db, actor, session_id)
+        budget = _budget(state, overrides)
+        cached = memo.get(
+            (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
+        )
+        if isinstance(cached, ContextResult):
+            rt.notify("context_projected", cached.projected.report.projected_tokens)
+            return cached
     async with rt.store.read(snapshot=True) as db:
-        state = await load_session(db, actor, session_id)
-        context_defaults = state.config.get("context") if state.config else None
-        budget = Budget.merged(
-            context_defaults if isinstance(context_defaults, dict) else None, overrides
-        )
-        memo = rt.store.prompt_cache
-        memo_key = (
-            actor.tenant_id,
-            session_id,
-            state.created_at,
-            state.version,
-            format,
-            budget,
-        )
-        if memo is not None:
-            cached = memo.get(memo_key)
-            if isinstance(cached, ContextResult):
-                rt.notify("context_projected", cached.projected.report.projected_tokens)
-                return cached
-        repo = ContextRepository(
-            db,
-            actor.tenant_id,
-            session_id,
-            session_created_at=state.created_at,
-            cache=rt.store.item_cache,
-        )
-        keys: list[tuple[int, int, int]] = []  # (seq, tokens, chars), newest first
-        loaded: dict[int, StoredItem] = {}
-        last_batch: WindowKeys | None = None
-        exhausted = False
-        projected: ProjectedContext | None = None
-        for attempt in range(MAX_ATTEMPTS):
-            hint = window_hint(budget, attempt=attempt)
-            if hint is None:
-                items = await ItemRepository(db).list_live(
-                    actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
-                )
-                source = _source(state, items, window_start=None)
-                projected = project_context(source, budget, format=format)
-                break
-            while not exhausted and not _covered(keys, hint):
-                before = keys[-1][0] if keys else None
-                size = _batch_size(state, hint, len(keys))
-                last_batch = await repo.window_keys(before_seq=before, limit=size)
-                keys.extend(last_batch.rows)
-                exhausted = last_batch.older_seq is None
-            wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
-            for item in await repo.items([seq for seq in wanted if seq not in loaded]):
-                loaded[item.seq] = item
-            window = [loaded[seq] for seq in wanted if seq in loaded]
-            if exhausted or last_batch is None:
-                projected = project_context(
-                    _source(state, window, window_start=None), budget, format=format
-                )
-                break
-            window_start = keys[-1][0]
-            older = await repo.mandatory_before(
-                last_batch,
-                window_start,
-                include_system=budget.keep_system,
-                prefix_items=budget.pinned_prefix_items,
-            )
-            source = _source(
-                state, older.items + window, window_start=window_start, runs=older.runs
-            )
-            projected = project_context(source, budget, format=format)
-            if not projected.needs_more:
-                break
-        else:  # the window never settled: the whole memory always does
-            items = await ItemRepository(db).list_live(
-                actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
-            )
-            projected = project_context(
-                _source(state, items, window_start=None), budget, format=format
-            )
-        assert projected is not None
+        projected = None
+        if state is not None:  # read before this snapshot: checked by the first query
+            projected = await _project(rt, db, actor, state, budget, format, verified=False)
+        if projected is None:
+            state = await load_session(db, actor, session_id)
+            budget = _budget(state, overrides)
+            projected = await _project(rt, db, actor, state, budget, format, verified=True)
+    assert projected is not None
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:
-        memo.put(memo_key, result, chars=projected.report.projected_chars)
+        key = (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
+        memo.put(key, result, chars=projected.report.projected_chars)
     return result
+
+
+def _budget(state: SessionState, overrides: Mapping[str, object]) -> Budget:
+    defaults = state.config.get("context") if state.config else None
+    return Budget.merged(defaults if isinstance(defaults, dict) else None, overrides)
+
+
+async def _project(
+    rt: Runtime,
+    db: AsyncConnection,
+    actor: Actor,
+    state: SessionState,
+    budget: Budget,
+    format: FormatName,
+    *,
+    verified: bool,
+) -> ProjectedContext | None:
+    """Project inside the snapshot ``db``. ``state`` was read before the snapshot began unless
+    ``verified``: the first window query also returns the session's version in this snapshot,
+    and None comes back if it is not ``state``'s (every write bumps the version, so an equal
+    version means an identical row)."""
+    session_id = state.id
+    repo = ContextRepository(
+        db,
+        actor.tenant_id,
+        session_id,
+        session_created_at=state.created_at,
+        cache=rt.store.item_cache,
+    )
+
+    async def whole_memory() -> ProjectedContext:
+        items = await ItemRepository(db).list_live(
+            actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
+        )
+        return project_context(_source(state, items, window_start=None), budget, format=format)
+
+    keys: list[tuple[int, int, int]] = []  # (seq, tokens, chars), newest first
+    loaded: dict[int, StoredItem] = {}
+    last_batch: WindowKeys | None = None
+    exhausted = False
+    for attempt in range(MAX_ATTEMPTS):
+        hint = window_hint(budget, attempt=attempt)
+        if hint is None:
+            return await whole_memory() if verified else None
+        while not exhausted and not _covered(keys, hint):
+            before = keys[-1][0] if keys else None
+            size = _batch_size(state, hint, len(keys))
+            last_batch = await repo.window_keys(before_seq=before, limit=size)
+            if not verified:
+                if last_batch.session_version != state.version:
+                    return None
+                verified = True
+            keys.extend(last_batch.rows)
+            exhausted = last_batch.older_seq is None
+        wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
+        for item in await repo.items([seq for seq in wanted if seq not in loaded]):
+            loaded[item.seq] = item
+        window = [loaded[seq] for seq in wanted if seq in loaded]
+        if exhausted or last_batch is None:
+            return project_context(_source(state, window, window_start=None), budget, format=format)
+        window_start = keys[-1][0]
+        older = await repo.mandatory_before(
+            last_batch,
+            window_start,
+            include_system=budget.keep_system,
+            prefix_items=budget.pinned_prefix_items,
+        )
+        source = _source(state, older.items + window, window_start=window_start, runs=older.runs)
+        projected = project_context(source, budget, format=format)
+        if not projected.needs_more:
+            return projected
+    return await whole_memory()  # the window never settled: the whole memory always does
 
 
 def _source(

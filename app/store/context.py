@@ -28,6 +28,7 @@ from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache
 from app.store.items import _ITEM_COLUMNS, _item
 from app.store.tables import items as t
+from app.store.tables import sessions
 
 _BODY_CHUNK = 1000
 _NO_BOUND = 1 << 62  # "before no seq": larger than any seq
@@ -47,8 +48,16 @@ def _live(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
 def _window_keys_statement() -> sa.Select[Any]:
     inner = t.alias("first_live")
     first_live = sa.select(sa.func.min(inner.c.seq)).where(_live(inner)).scalar_subquery()
+    version = (
+        sa.select(sessions.c.version)
+        .where(
+            sessions.c.tenant_id == sa.bindparam("tenant_id"),
+            sessions.c.id == sa.bindparam("session_id"),
+        )
+        .scalar_subquery()
+    )
     return (
-        sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live)
+        sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live, version)
         .where(_live(), t.c.seq < sa.bindparam("before_seq"))
         .order_by(t.c.seq.desc())
         .limit(sa.bindparam("limit"))
@@ -104,6 +113,10 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
 
 
 _WINDOW_KEYS = _window_keys_statement()
+_VERSION = sa.select(sessions.c.version).where(
+    sessions.c.tenant_id == sa.bindparam("tenant_id"),
+    sessions.c.id == sa.bindparam("session_id"),
+)
 _BODIES = sa.select(*_ITEM_COLUMNS).where(
     _live(), t.c.seq.in_(sa.bindparam("seqs", expanding=True))
 )
@@ -119,11 +132,13 @@ class WindowKeys:
     """A batch of the window, newest first: ``(seq, tokens, chars)`` per live item.
 
     ``older_seq``: the newest live item older than the batch (None: the batch reaches the
-    oldest live item). ``first_live_seq``: the oldest live item of the session."""
+    oldest live item). ``first_live_seq``: the oldest live item of the session.
+    ``session_version``: the session row's version in the same snapshot (None: no session)."""
 
     rows: list[tuple[int, int, int]]
     older_seq: int | None
     first_live_seq: int | None
+    session_version: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +175,14 @@ class ContextRepository:
             "limit": limit + 1,
         }
         rows = (await self.db.execute(_WINDOW_KEYS, params)).all()
-        first = rows[0][3] if rows else None
-        keys = [(seq, tokens, chars) for seq, tokens, chars, _ in rows[:limit]]
+        if not rows:  # no live item: the version still has to come from this snapshot
+            version = (await self.db.execute(_VERSION, self._scope)).scalar()
+            return WindowKeys(rows=[], older_seq=None, first_live_seq=None, session_version=version)
+        keys = [(seq, tokens, chars) for seq, tokens, chars, _, _ in rows[:limit]]
         older = rows[limit][0] if len(rows) > limit else None
-        return WindowKeys(rows=keys, older_seq=older, first_live_seq=first)
+        return WindowKeys(
+            rows=keys, older_seq=older, first_live_seq=rows[0][3], session_version=rows[0][4]
+        )
 
     async def items(self, seqs: Sequence[int]) -> list[StoredItem]:
         """The live items with these seqs, in the order given; decoded bodies come from the

@@ -363,3 +363,31 @@ def test_prompt_cache_is_bounded_and_skips_large_prompts() -> None:
     cache.put("big", 4, chars=101)
     assert cache.get("big") is None and len(cache) == 2
     assert PromptCache(max_entries=0).max_entries == 0
+
+
+async def test_reads_racing_appends_are_each_one_consistent_state(client: httpx.AsyncClient, sid: str) -> None:
+    """A read checks the cache with the session row, then projects in a snapshot that may begin
+    after another append: every served prompt must be the state of exactly its version."""
+    import asyncio
+
+    await create(client, sid)
+    assert (await append(client, sid, [user("m0")])).status_code == 201
+    base = (await client.get(f"/v1/sessions/{sid}")).json()["version"]
+
+    async def writer() -> None:
+        for k in range(1, 31):
+            assert (await append(client, sid, [user(f"m{k}")])).status_code == 201
+
+    async def reader(budget: dict[str, Any]) -> list[dict[str, Any]]:
+        seen = []
+        for _ in range(30):
+            r = await client.post(f"/v1/sessions/{sid}/context", json={"format": "openai-chat", **budget})
+            assert r.status_code == 200, r.text
+            seen.append(r.json())
+        return seen
+
+    _, *served = await asyncio.gather(writer(), reader({"max_items": 3}), reader({"max_tokens": 40}), reader({}))
+    for body in (b for group in served for b in group):
+        k = body["version"] - base
+        assert body["messages"][-1]["content"] == f"m{k}"
+        assert body["report"]["source_items"] == k + 1
