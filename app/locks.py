@@ -153,6 +153,9 @@ class _Held:
     """A Redis lock this process holds, with its renewal task."""
 
     token: str
+    # Renewal starts a third of the TTL after acquiring (most writes are done long before):
+    # a timer first, the renewing task only if the lock is still held then.
+    timer: asyncio.TimerHandle | None = None
     renewer: asyncio.Task[None] | None = None
     lost: bool = False
     handoffs: int = 0
@@ -205,7 +208,9 @@ class RedisLocks:
                         await self._let_go(key, held)
                     held = _Held(secrets.token_hex(16))
                     await self._acquire(key, held.token, deadline)
-                    held.renewer = asyncio.create_task(self._keep_alive(key, held))
+                    held.timer = asyncio.get_running_loop().call_later(
+                        self.ttl_ms / 3000, self._start_renewing, key, held
+                    )
                 acquired = True
                 self.stats.record(time.monotonic() - start)
                 try:
@@ -229,7 +234,14 @@ class RedisLocks:
             if key in self._handed and self._local.idle(key):
                 await self._let_go(key, self._handed.pop(key))
 
+    def _start_renewing(self, key: str, held: _Held) -> None:
+        held.timer = None
+        held.renewer = asyncio.create_task(self._keep_alive(key, held))
+
     async def _let_go(self, key: str, held: _Held) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
         if held.renewer is not None:
             held.renewer.cancel()
         try:
@@ -260,7 +272,6 @@ class RedisLocks:
     async def _keep_alive(self, key: str, held: _Held) -> None:
         interval = self.ttl_ms / 3000
         while True:
-            await asyncio.sleep(interval)
             try:
                 if not await self._renew(keys=[key], args=[held.token, self.ttl_ms]):
                     held.lost = True
@@ -268,6 +279,7 @@ class RedisLocks:
                     return
             except RedisError as exc:
                 log.warning("lock renewal failed for %s: %s", key, exc)
+            await asyncio.sleep(interval)
 
     async def ping(self) -> None:
         try:
