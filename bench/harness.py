@@ -18,7 +18,9 @@ times). Scenarios:
 - append throughput, 64 concurrent clients over 100 sessions, requests per second;
 - context read, single client: ``GET /v1/sessions/{id}/context?max_tokens=8000`` on
   1,000-item sessions against one indexed SELECT of the same newest rows (and, for reference,
-  a one-row primary-key SELECT);
+  a one-row primary-key SELECT). wrk repeats the same read, which the prompt cache answers;
+- context read after each append (the agent loop), one httpx client: every timed read
+  follows an untimed append to the same session, against the floor's INSERT then SELECT;
 - server RSS per worker process, sampled during the 64-client run.
 
 Prints the table and writes it into bench/RESULTS.md under ``## <label>`` (a section with the
@@ -348,6 +350,48 @@ def seed(client: httpx.Client) -> tuple[list[str], list[str]]:
     return append_ids, context_ids
 
 
+def reads_after_appends(
+    svc_url: str,
+    floor_url: str,
+    auth: dict[str, str],
+    context_ids: list[str],
+    tenant: str,
+    projected: int,
+    body: str,
+    ctx_query: str,
+    rounds: int = 300,
+) -> tuple[list[float], list[float]]:
+    """The agent loop: append, then read the prompt. wrk repeats one request, and a repeated
+    context read is answered from the prompt cache; here every timed read follows an untimed
+    append to the same session (floor: an INSERT, then the SELECT), one client, interleaved."""
+    svc: list[float] = []
+    flo: list[float] = []
+    with httpx.Client(timeout=30) as client:
+        for n in range(rounds + 20):
+            sid = context_ids[n % len(context_ids)]
+            r = client.post(f"{svc_url}/v1/sessions/{sid}/items", content=body, headers=auth)
+            assert r.status_code == 201, r.text
+            start = time.perf_counter()
+            r = client.get(f"{svc_url}/v1/sessions/{sid}/context{ctx_query}", headers=auth)
+            elapsed = time.perf_counter() - start
+            assert r.status_code == 200, r.text
+            if n >= 20:
+                svc.append(elapsed * 1000)
+            r = client.post(
+                f"{floor_url}/insert/{sid}",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+            assert r.status_code < 300, r.text
+            start = time.perf_counter()
+            r = client.get(f"{floor_url}/select/{tenant}/{sid}?limit={projected}")
+            elapsed = time.perf_counter() - start
+            assert r.status_code == 200, r.text
+            if n >= 20:
+                flo.append(elapsed * 1000)
+    return svc, flo
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -526,6 +570,9 @@ def main() -> None:
             samples[one_row.name].append(run_wrk(one_row, scripts[one_row.name], args.seconds))
         # RSS after all the load, too (steady state, not only peaks during one run).
         rss_after = [rss_mb(p) for p in svc_workers]
+        fresh_svc, fresh_floor = reads_after_appends(
+            server.url, floor.url, auth, context_ids, tenant, projected, body, ctx_query
+        )
     finally:
         floor.stop()
         server.stop()
@@ -625,6 +672,16 @@ def main() -> None:
             "",
         ),
     ]
+    rows.append(
+        (
+            "context p50 after each append, 1 client, httpx (ms)",
+            median(fresh_svc),
+            median(fresh_floor),
+            "",
+            None,
+            "",
+        )
+    )
     peak_rss = max(rss_svc) if rss_svc else float("nan")
     lines = [
         f"## {args.label}",
