@@ -158,13 +158,15 @@ def new_item_id() -> str:
 
 def item_texts(body: CanonicalItem) -> list[str]:
     """Every string a model reads from this item, in order (images excluded)."""
-    if isinstance(body, MessageItem):
+    # Dispatch on the discriminator: a failing ``isinstance`` against a pydantic model class
+    # goes through ``ABCMeta.__instancecheck__``, several times slower, on a hot path.
+    if body.type == "message":
         if isinstance(body.content, str):
             return [body.content]
         return [p.text for p in body.content if isinstance(p, TextPart)]
-    if isinstance(body, FunctionCallItem):
+    if body.type == "function_call":
         return [body.name, body.arguments]
-    if isinstance(body, FunctionCallOutputItem):
+    if body.type == "function_call_output":
         return [body.output]
     texts = list(body.summary)
     if body.content:
@@ -179,7 +181,12 @@ def item_images(body: CanonicalItem) -> list[ImagePart]:
 
 
 def item_chars(body: CanonicalItem) -> int:
-    return sum(len(t) for t in item_texts(body))
+    """``sum(len(t) for t in item_texts(body))``; single-text items skip building the list."""
+    if body.type == "function_call_output":
+        return len(body.output)
+    if body.type == "message" and isinstance(body.content, str):
+        return len(body.content)
+    return sum(map(len, item_texts(body)))
 
 
 def parse_canonical_items(raw: list[Any]) -> list[NewItem]:

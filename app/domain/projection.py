@@ -38,9 +38,11 @@ aggregates of working memory (o200k item tokens, chars) plus the summary.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from itertools import accumulate, compress
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -61,10 +63,11 @@ from app.domain.items import (
     MessageItem,
     ReasoningItem,
     StoredItem,
+    item_chars,
     item_images,
     item_texts,
 )
-from app.domain.tokens import DEFAULT_TOKENIZER, IMAGE_TOKENS, TokenizerName, count_text
+from app.domain.tokens import DEFAULT_TOKENIZER, IMAGE_TOKENS, TokenizerName
 
 LimitName = Literal["max_items", "max_chars", "max_tokens"]
 LIMIT_NAMES: tuple[LimitName, ...] = ("max_items", "max_chars", "max_tokens")
@@ -243,13 +246,52 @@ def unloaded_gaps(
 
 # ---------------------------------------------------------------------------------------------
 
+# What each item is, for the structural decisions below. Computed once per projection
+# (``_kinds``) so that the per-item loops, which run several times per projection (analysis,
+# every candidate build, estimates, report), branch on a small int instead of repeating
+# ``isinstance`` checks and role comparisons. Messages sort first: ``kind <= _ASSISTANT`` means
+# "a message".
+_SYSTEM = 0  # system or developer message
+_USER = 1
+_ASSISTANT = 2  # assistant message
+_CALL = 3
+_OUTPUT = 4
+_REASONING = 5
 
-def _is_message(body: CanonicalItem, *roles: str) -> bool:
-    return isinstance(body, MessageItem) and body.role in roles
+_MESSAGE_KINDS = {"system": _SYSTEM, "developer": _SYSTEM, "user": _USER, "assistant": _ASSISTANT}
+_BODY_KINDS: dict[type, int] = {
+    FunctionCallItem: _CALL,
+    FunctionCallOutputItem: _OUTPUT,
+    ReasoningItem: _REASONING,
+}
+
+# Where an item goes when a unit holding calls is reordered for a provider format: the
+# assistant side (assistant messages, calls, reasoning) first, then outputs, then the rest.
+_CATEGORY = (2, 2, 0, 0, 1, 0)  # indexed by kind
+# The role of an item of each kind (system/developer messages: see the message).
+_ROLE_OF_KIND = ("system", "user", "assistant", "assistant", "user", "assistant")
+_N_CATEGORIES = 3
 
 
-def _assistant_side(body: CanonicalItem) -> bool:
-    return isinstance(body, FunctionCallItem | ReasoningItem) or _is_message(body, "assistant")
+def _kinds(bodies: Sequence[CanonicalItem]) -> list[int]:
+    """The kind of every body: looked up by exact class, which is what validation makes."""
+    kinds = [
+        _MESSAGE_KINDS[body.role] if type(body) is MessageItem else _BODY_KINDS.get(type(body), -1)
+        for body in bodies
+    ]
+    if -1 in kinds:  # a subclass of a canonical body somewhere: the general path
+        kinds = [_kind_of(body) for body in bodies]
+    return kinds
+
+
+def _kind_of(body: CanonicalItem) -> int:
+    if isinstance(body, MessageItem):
+        return _MESSAGE_KINDS[body.role]
+    if isinstance(body, FunctionCallItem):
+        return _CALL
+    if isinstance(body, FunctionCallOutputItem):
+        return _OUTPUT
+    return _REASONING
 
 
 @dataclass(slots=True)
@@ -258,77 +300,70 @@ class _Analysis:
 
     n: int
     tail_start: int
+    kinds: list[int] = field(default_factory=list)  # item -> _SYSTEM ... _REASONING
     call_of: dict[int, int] = field(default_factory=dict)  # output -> call
     outputs_of: dict[int, list[int]] = field(default_factory=dict)  # call -> outputs
     group_of: dict[int, int] = field(default_factory=dict)  # call/paired output -> group
     groups: list[list[int]] = field(default_factory=list)  # group -> calls + outputs, sorted
     follower: dict[int, int | None] = field(default_factory=dict)  # reasoning -> its item
-    units: list[tuple[int, int]] = field(default_factory=list)  # inclusive spans
+    unit_starts: list[int] = field(default_factory=list)  # a unit ends where the next starts
     unit_of: list[int] = field(default_factory=list)
 
 
 def _analyse(bodies: Sequence[CanonicalItem], tail_start: int) -> _Analysis:
     n = len(bodies)
-    a = _Analysis(n=n, tail_start=tail_start)
+    kinds = _kinds(bodies)
+    a = _Analysis(n=n, tail_start=tail_start, kinds=kinds)
     last_call: dict[str, int] = {}
     run: list[int] | None = None
     runs: list[list[int]] = []
-    for i, body in enumerate(bodies):
-        old = i < tail_start  # loaded old items are not contiguous: each stands alone
-        if isinstance(body, FunctionCallItem):
+    for i, kind in enumerate(kinds):
+        if kind == _CALL:
             if run is None:
                 run = []
                 runs.append(run)
             run.append(i)
-            last_call[body.call_id] = i
+            last_call[cast(FunctionCallItem, bodies[i]).call_id] = i
             a.outputs_of[i] = []
-            if old:
+            if i < tail_start:  # loaded old items are not contiguous: each stands alone
                 run = None
-        elif not (isinstance(body, ReasoningItem) and not old):
+        elif kind != _REASONING or i < tail_start:
             run = None
-        if isinstance(body, FunctionCallOutputItem):
-            call = last_call.get(body.call_id)
-            if call is not None:
-                a.call_of[i] = call
-                a.outputs_of[call].append(i)
+            if kind == _OUTPUT:
+                call = last_call.get(cast(FunctionCallOutputItem, bodies[i]).call_id)
+                if call is not None:
+                    a.call_of[i] = call
+                    a.outputs_of[call].append(i)
     for g, calls in enumerate(runs):
-        members = sorted({*calls, *(o for c in calls for o in a.outputs_of[c])})
+        if len(calls) == 1:
+            # outputs answer an earlier call and are appended in order: already sorted
+            members = [calls[0], *a.outputs_of[calls[0]]]
+        else:
+            members = sorted({*calls, *(o for c in calls for o in a.outputs_of[c])})
         a.groups.append(members)
         for m in members:
             a.group_of[m] = g
-    for i, body in enumerate(bodies):
-        if isinstance(body, ReasoningItem):
-            j = i + 1
-            while i >= tail_start and j < n and isinstance(bodies[j], ReasoningItem):
-                j += 1
-            ok = (
-                i >= tail_start
-                and j < n
-                and (isinstance(bodies[j], FunctionCallItem) or _is_message(bodies[j], "assistant"))
-            )
-            a.follower[i] = j if ok else None
-    reach = list(range(n))
+    if _REASONING in kinds:  # a scan in C; many sessions have none
+        for i, kind in enumerate(kinds):
+            if kind == _REASONING:
+                j = i + 1
+                while i >= tail_start and j < n and kinds[j] == _REASONING:
+                    j += 1
+                ok = i >= tail_start and j < n and kinds[j] in (_CALL, _ASSISTANT)
+                a.follower[i] = j if ok else None
+    # Units. Old items stand alone. In the tail, a group reaches from its first member to its
+    # last, and reasoning to its follower; an item inside such a reach, after its start, joins
+    # the unit before it; every other item starts a unit.
+    unit_start = [1] * n
     for members in a.groups:
-        start = members[0]
-        if start >= tail_start:
-            reach[start] = max(reach[start], members[-1])
-    for i, j in a.follower.items():
-        if j is not None:
-            reach[i] = max(reach[i], j)
-    a.unit_of = [0] * n
-    for i in range(tail_start):
-        a.unit_of[i] = len(a.units)
-        a.units.append((i, i))
-    i = tail_start
-    while i < n:
-        start, end, k = i, reach[i], i
-        while k <= end:
-            end = max(end, reach[k])
-            k += 1
-        for m in range(start, end + 1):
-            a.unit_of[m] = len(a.units)
-        a.units.append((start, end))
-        i = end + 1
+        if members[0] >= tail_start:
+            unit_start[members[0] + 1 : members[-1] + 1] = [0] * (members[-1] - members[0])
+    for i, follower in a.follower.items():
+        if follower is not None:
+            unit_start[i + 1 : follower + 1] = [0] * (follower - i)
+    a.unit_starts = list(compress(range(n), unit_start))
+    # the unit of an item: how many units start at or before it, minus one (summed in C)
+    a.unit_of = list(accumulate(unit_start, initial=-1))[1:]
     return a
 
 
@@ -374,15 +409,15 @@ def project_context(
         else 0
     )
     a = _analyse(bodies, tail_start)
+    kinds = a.kinds
 
-    user_positions = [i for i, b in enumerate(bodies) if _is_message(b, "user")]
-    newest_user = user_positions[-1] if user_positions else None
+    newest_user = _last_index(kinds, _USER)
 
     # --- mandatory part -----------------------------------------------------------------
     mandatory: set[int] = set(range(min(budget.pinned_prefix_items, n)))
     mandatory.update(i for i, it in enumerate(items) if it.pinned)
     if budget.keep_system:
-        mandatory.update(i for i, b in enumerate(bodies) if _is_message(b, "system", "developer"))
+        mandatory.update(i for i, kind in enumerate(kinds) if kind == _SYSTEM)
     if newest_user is not None:
         mandatory.add(newest_user)
     closure: set[int] = set()
@@ -403,19 +438,17 @@ def project_context(
         close(i)
 
     force_more = partial and any(
-        (i < tail_start and not isinstance(bodies[i], MessageItem))
-        or (isinstance(bodies[i], FunctionCallOutputItem) and i not in a.call_of)
+        (i < tail_start and kinds[i] > _ASSISTANT)  # not a message
+        or (kinds[i] == _OUTPUT and i not in a.call_of)
         for i in mandatory
     )
 
     # --- tier 1 / tier 2 / dangling: body transforms (positions never move) -------------
     transformed: dict[int, CanonicalItem] = {}
-    outputs_newest_first = [
-        i for i in range(n - 1, -1, -1) if isinstance(bodies[i], FunctionCallOutputItem)
-    ]
     keep_n = budget.max_recent_tool_results
     cleared: set[int] = set()
     if keep_n is not None:
+        outputs_newest_first = [i for i in range(n - 1, -1, -1) if kinds[i] == _OUTPUT]
         for i in outputs_newest_first[keep_n:]:
             call = a.call_of.get(i)
             body = bodies[i]
@@ -430,101 +463,116 @@ def project_context(
     trimmed: set[int] = set()
     if budget.trim_old_reasoning and newest_user is not None:
         for i in range(newest_user):
-            if isinstance(bodies[i], ReasoningItem):
+            if kinds[i] == _REASONING:
                 trimmed.add(i)
                 transformed[i] = ReasoningItem()
+    # what each item renders as
+    shown = [transformed.get(i, b) for i, b in enumerate(bodies)] if transformed else bodies
     dangling = {c for c, outs in a.outputs_of.items() if not outs}
+    drop_dangling = budget.dangling_tool_calls == "drop"
 
-    def renderable(i: int) -> bool:
-        body = bodies[i]
-        if isinstance(body, FunctionCallOutputItem):
-            return i in a.call_of
-        if isinstance(body, FunctionCallItem):
-            return not (i in dangling and budget.dangling_tool_calls == "drop")
-        if isinstance(body, ReasoningItem):
-            follower = a.follower.get(i)
-            return (
-                follower is not None
-                and renderable(follower)
-                and representable(format, body)
-                and (format != "anthropic" or i not in trimmed)
-            )
-        return True
-
-    can_render = [renderable(i) for i in range(n)]
+    # Renderable: messages, paired outputs, calls unless dropped as dangling; then reasoning,
+    # whose follower (a call or an assistant message, never reasoning) is decided by now.
+    can_render = [kind != _OUTPUT or i in a.call_of for i, kind in enumerate(kinds)]
+    if drop_dangling:
+        for i in dangling:
+            can_render[i] = False
+    for i, follower in a.follower.items():
+        can_render[i] = (
+            follower is not None
+            and can_render[follower]
+            and representable(format, bodies[i])
+            and (format != "anthropic" or i not in trimmed)
+        )
     cache = TokenCache(budget.tokenizer)
     provider = format != "canonical"
+    unit_of = a.unit_of
+    # The partition key of an item: its unit, then its category (see ``_partition_units``).
+    order_key = [
+        u * _N_CATEGORIES + _CATEGORY[kind] for u, kind in zip(unit_of, kinds, strict=True)
+    ]
+    # Candidate builds overlap almost entirely: make each item's entry once.
+    entry_of: list[Entry | None] = [None] * n
 
     def build(selected: Sequence[int]) -> _Render:
-        keyed: list[tuple[tuple[int, int, int], Entry, int]] = []
-        rendered: list[int] = []
+        rendered = [i for i in selected if can_render[i]]
+        entries: list[Entry] = []
+        for i in rendered:
+            entry = entry_of[i]
+            if entry is None:
+                entry = entry_of[i] = Entry(body=shown[i], stored=items[i], unit=unit_of[i])
+            entries.append(entry)
+        keys = [order_key[i] for i in rendered]
         placeholders = 0
-        for i in selected:
-            if not can_render[i]:
-                continue
-            rendered.append(i)
-            unit = a.unit_of[i]
-            body = transformed.get(i, bodies[i])
-            keyed.append(((i, 0, 0), Entry(body=body, stored=items[i], unit=unit), _category(body)))
-            if i in dangling and budget.dangling_tool_calls == "placeholder":
-                call = bodies[i]
-                assert isinstance(call, FunctionCallItem)
-                anchor = a.groups[a.group_of[i]][-1]
-                synthetic = FunctionCallOutputItem(
-                    call_id=call.call_id, output=missing_placeholder(call.name, call.call_id)
-                )
-                keyed.append(((anchor, 1, i), Entry(body=synthetic, unit=unit), 1))
-                placeholders += 1
-        keyed.sort(key=lambda k: k[0])
-        entries = [e for _, e, _ in keyed]
+        if not drop_dangling and dangling:
+            # each dangling call gets a synthetic output, right after its group's last member
+            keyed = [((i, 0, 0), e, k) for i, e, k in zip(rendered, entries, keys, strict=True)]
+            for i in rendered:
+                if i in dangling:
+                    call = bodies[i]
+                    assert isinstance(call, FunctionCallItem)
+                    anchor = a.groups[a.group_of[i]][-1]
+                    synthetic = FunctionCallOutputItem(
+                        call_id=call.call_id, output=missing_placeholder(call.name, call.call_id)
+                    )
+                    key = unit_of[i] * _N_CATEGORIES + _CATEGORY[_OUTPUT]
+                    keyed.append(((anchor, 1, i), Entry(body=synthetic, unit=unit_of[i]), key))
+                    placeholders += 1
+            if placeholders:
+                keyed.sort(key=lambda k: k[0])
+                entries = [e for _, e, _ in keyed]
+                keys = [k for _, _, k in keyed]
         if provider:
-            entries = _partition_units(entries, [c for _, _, c in keyed])
+            entries = _partition_units(entries, keys)
         payload = render_entries(format, summary=source.summary, entries=entries)
         tokens, chars = payload_usage(format, payload, tokenizer=budget.tokenizer, cache=cache)
         return _Render(payload, tokens, chars, len(rendered), rendered, placeholders)
 
     # --- cut candidates -------------------------------------------------------------------
-    units = a.units
-    first_tail_unit = a.unit_of[tail_start] if tail_start < n else len(units)
+    unit_starts = a.unit_starts
+    n_units = len(unit_starts)
+    first_tail_unit = unit_of[tail_start] if tail_start < n else n_units
     needs_user = budget.start_on == "user" or format == "anthropic"
     valid: list[bool] = []
-    for u in range(len(units)):
-        start, end = units[u]
-        ok = not needs_user or _is_message(bodies[start], "user")
-        if not ok and u > first_tail_unit:
-            prev_start, prev_end = units[u - 1]
-            ok = valid[u - 1] and all(m in closure for m in range(prev_start, prev_end + 1))
-        valid.append(ok)
+    if not needs_user:
+        valid = [True] * n_units
+    else:
+        for u, start in enumerate(unit_starts):
+            ok = kinds[start] == _USER
+            if not ok and u > first_tail_unit:
+                ok = valid[u - 1] and all(m in closure for m in range(unit_starts[u - 1], start))
+            valid.append(ok)
     first_candidate_unit = first_tail_unit
-    if partial and first_tail_unit < len(units):
+    if partial and first_tail_unit < n_units:
         # The first unit of the window may extend into unloaded items (reasoning before it, a
         # call before it), and so may every unit up to an output whose call is not loaded.
         last_uncertain = first_tail_unit
         for i in range(tail_start, n):
-            if isinstance(bodies[i], FunctionCallOutputItem) and i not in a.call_of:
-                last_uncertain = max(last_uncertain, a.unit_of[i])
+            if kinds[i] == _OUTPUT and i not in a.call_of:
+                last_uncertain = max(last_uncertain, unit_of[i])
         first_candidate_unit = last_uncertain + 1
         # a mandatory tool group there may have members among the unloaded items
         force_more = force_more or any(
-            i >= tail_start
-            and a.unit_of[i] < first_candidate_unit
-            and isinstance(bodies[i], FunctionCallItem | FunctionCallOutputItem)
+            i >= tail_start and unit_of[i] < first_candidate_unit and kinds[i] in (_CALL, _OUTPUT)
             for i in closure
         )
-    candidates = [u for u in range(first_candidate_unit, len(units)) if valid[u]]
-    candidates.append(len(units))
+    candidates = [u for u in range(first_candidate_unit, n_units) if valid[u]]
+    candidates.append(n_units)
+    cut_starts = [unit_starts[cut] for cut in candidates[:-1]] + [n]  # ascending
 
-    def selection(cut: int) -> list[int]:
-        start = units[cut][0] if cut < len(units) else n
-        return sorted(closure.union(range(start, n)))
+    closure_sorted = sorted(closure)
+
+    def selection(k: int) -> list[int]:
+        """``sorted(closure | range(start, n))`` for candidate ``k``."""
+        start = cut_starts[k]
+        return closure_sorted[: bisect.bisect_left(closure_sorted, start)] + list(range(start, n))
 
     builds: dict[int, _Render] = {}
 
     def attempt(k: int) -> _Render:
-        cut = candidates[k]
-        if cut not in builds:
-            builds[cut] = build(selection(cut))
-        return builds[cut]
+        if k not in builds:
+            builds[k] = build(selection(k))
+        return builds[k]
 
     limits = budget.limits
 
@@ -540,28 +588,18 @@ def project_context(
         # before the whole mandatory part may drop the leading continuation message; search
         # the two monotone segments separately (earliest segment first).
         first_mandatory = min(
-            (
-                i
-                for i in closure
-                if can_render[i] and not _is_message(bodies[i], "system", "developer")
-            ),
+            (i for i in closure if can_render[i] and kinds[i] != _SYSTEM),
             default=n,
         )
-        split = next(
-            (
-                k
-                for k, cut in enumerate(candidates)
-                if cut >= len(units) or units[cut][0] > first_mandatory
-            ),
-            last,
-        )
+        # the first candidate starting after it (the last one, the empty tail, at the latest)
+        split = min(bisect.bisect_right(cut_starts, first_mandatory), last)
         guess = _estimated_cut(
-            candidates,
+            cut_starts,
             limits,
-            start_of=lambda cut: units[cut][0] if cut < len(units) else n,
             estimates=_estimates(
                 items,
-                bodies,
+                shown,
+                kinds,
                 transformed,
                 can_render,
                 closure,
@@ -588,7 +626,7 @@ def project_context(
 
     # --- report ---------------------------------------------------------------------------
     rendered = set(result.rendered)
-    selected = selection(candidates[chosen])
+    selected = selection(chosen)
     notes: list[str] = []
     if mandatory_over:
         details = ", ".join(
@@ -603,48 +641,45 @@ def project_context(
         notes.append(
             f"the mandatory part alone exceeds the budget ({details}); only the mandatory part is sent"
         )
-    out_rendered = [i for i in result.rendered if isinstance(bodies[i], FunctionCallOutputItem)]
+    out_rendered = [i for i in result.rendered if kinds[i] == _OUTPUT]
     n_cleared = sum(1 for i in out_rendered if i in cleared)
     if n_cleared:
         notes.append(
             f"tier1: cleared {n_cleared} tool results, kept {len(out_rendered) - n_cleared}"
         )
-    n_trimmed = sum(
-        1
-        for i in selected
-        if i in trimmed
-        and representable(format, bodies[i])
-        and (follower := a.follower.get(i)) is not None
-        and can_render[follower]
-    )
+    # counts over the selected calls, outputs and reasoning (messages need no note)
+    n_trimmed = sel_dangling = orphans = stray = unrepresentable = 0
+    for i in selected:
+        kind = kinds[i]
+        if kind == _CALL:
+            if i in dangling:
+                sel_dangling += 1
+        elif kind == _OUTPUT:
+            if i not in a.call_of:
+                orphans += 1
+        elif kind == _REASONING:
+            follower = a.follower.get(i)
+            if follower is None:
+                stray += 1
+            elif not representable(format, bodies[i]):
+                unrepresentable += 1
+            elif i in trimmed and can_render[follower]:
+                n_trimmed += 1
     if n_trimmed:
         notes.append(f"tier2: trimmed {n_trimmed} reasoning items")
-    sel_dangling = sum(1 for i in selected if i in dangling)
-    if sel_dangling and budget.dangling_tool_calls == "drop":
+    if sel_dangling and drop_dangling:
         notes.append(f"dangling tool calls: dropped {sel_dangling} calls without output")
     elif result.placeholders:
         notes.append(f"dangling tool calls: added {result.placeholders} placeholder outputs")
-    orphans = sum(
-        1 for i in selected if isinstance(bodies[i], FunctionCallOutputItem) and i not in a.call_of
-    )
     if orphans:
         notes.append(f"dropped {orphans} tool outputs whose call is not in working memory")
-    stray = sum(
-        1 for i in selected if isinstance(bodies[i], ReasoningItem) and a.follower.get(i) is None
-    )
     if stray:
         notes.append(f"dropped {stray} reasoning items that precede no model output")
-    unrepresentable = sum(
-        1
-        for i in selected
-        if isinstance(bodies[i], ReasoningItem)
-        and a.follower.get(i) is not None
-        and not representable(format, bodies[i])
-    )
     if unrepresentable:
         notes.append(f"{format}: left out {unrepresentable} reasoning items it cannot represent")
 
-    summary_tokens = count_text(source.summary or "", "o200k_base")
+    # the summary's o200k count through the process-wide counts (texts repeat across reads)
+    summary_tokens = TokenCache(DEFAULT_TOKENIZER).count(source.summary or "")
     report = ContextReport(
         source_items=source.total_items,
         projected_items=result.items,
@@ -661,16 +696,25 @@ def project_context(
     return ProjectedContext(payload=result.payload, report=report, needs_more=needs_more)
 
 
-def _category(body: CanonicalItem) -> int:
-    if _assistant_side(body):
-        return 0
-    if isinstance(body, FunctionCallOutputItem):
-        return 1
-    return 2
+def _last_index(values: list[int], value: int) -> int | None:
+    """Index of the last occurrence of ``value`` (``list.index`` on the reversed list runs in
+    C), or ``None``."""
+    try:
+        return len(values) - 1 - values[::-1].index(value)
+    except ValueError:
+        return None
 
 
-def _partition_units(entries: list[Entry], categories: list[int]) -> list[Entry]:
-    """Within each unit holding calls: assistant side, then outputs, then the rest (stable)."""
+def _partition_units(entries: list[Entry], keys: list[int]) -> list[Entry]:
+    """Within each unit holding calls: assistant side, then outputs, then the rest (stable).
+
+    ``keys[k]`` is ``unit * _N_CATEGORIES + category`` of ``entries[k]``; units never decrease
+    along the entries, so the keys decrease somewhere only where a unit's categories do. Where
+    they never do (well-formed memory, nearly always) every per-unit sort would be a no-op and
+    the entries are returned as they are.
+    """
+    if all(map(operator.le, keys, keys[1:])):
+        return entries
     out: list[Entry] = []
     k = 0
     while k < len(entries):
@@ -678,26 +722,22 @@ def _partition_units(entries: list[Entry], categories: list[int]) -> list[Entry]
         j = k
         while j < len(entries) and entries[j].unit == unit:
             j += 1
-        chunk = list(zip(entries[k:j], categories[k:j], strict=True))
+        chunk = list(zip(entries[k:j], keys[k:j], strict=True))
         if any(isinstance(e.body, FunctionCallItem) for e, _ in chunk):
-            chunk.sort(key=lambda ec: ec[1])
+            chunk.sort(key=lambda ek: ek[1])  # one unit: the same order as by category
         out.extend(e for e, _ in chunk)
         k = j
     return out
 
 
 _EST_PER_ITEM = 3  # the framing every format charges per message, item or tool block
-
-
-def _role(body: CanonicalItem) -> str:
-    if isinstance(body, MessageItem):
-        return body.role
-    return "user" if isinstance(body, FunctionCallOutputItem) else "assistant"
+_Columns = tuple[list[int], list[int], list[int]]  # items, tokens, chars; one int per item
 
 
 def _estimates(
     items: Sequence[StoredItem],
-    bodies: Sequence[CanonicalItem],
+    shown: Sequence[CanonicalItem],
+    kinds: Sequence[int],
     transformed: Mapping[int, CanonicalItem],
     can_render: Sequence[bool],
     closure: set[int],
@@ -705,73 +745,90 @@ def _estimates(
     *,
     format: FormatName,
     cache: TokenCache,
-) -> tuple[list[tuple[int, int, int]], tuple[int, int, int]]:
+) -> tuple[_Columns, tuple[int, int, int]]:
     """(items, tokens, chars) per item under the format's counting rule, assuming each item's
     framing depends only on the item before it, and the same for the mandatory part. Only used
     to choose where the exact search starts probing: a good guess makes it build the payload
     twice instead of a dozen times. Stored counts serve for the default tokenizer; others go
-    through the projection's cache, so the builds that follow count nothing twice."""
-    per: list[tuple[int, int, int]] = []
+    through the projection's cache, so the builds that follow count nothing twice.
+
+    ``shown`` is each item's body as rendered; ``transformed`` holds the items whose body
+    differs from the stored one. Returned as three columns of plain ints (no tuple per item).
+    """
+    n = len(kinds)
+    item_col = [1 if ok else 0 for ok in can_render]
+    token_col = [0] * n
+    char_col = [0] * n
     previous = ""
-    for i in range(len(items)):
+    stored_tokens = cache.tokenizer == DEFAULT_TOKENIZER
+    chat = format == "openai-chat"
+    anthropic = format == "anthropic"
+    for i, kind in enumerate(kinds):
         if not can_render[i]:
-            per.append((0, 0, 0))
             continue
-        body = transformed.get(i, bodies[i])
-        texts = item_texts(body)
-        if i not in transformed and cache.tokenizer == DEFAULT_TOKENIZER:
+        body = shown[i]
+        if stored_tokens and i not in transformed:
             tokens = items[i].tokens  # counted at write time, with the same rule
+            chars = item_chars(body)
         else:
+            texts = item_texts(body)
             tokens = sum(cache.count(t) for t in texts) + sum(
                 IMAGE_TOKENS.get(p.detail or "auto", IMAGE_TOKENS["auto"])
                 for p in item_images(body)
             )
-        role = _role(body)
+            chars = sum(len(t) for t in texts)
+        # the role ``_role`` would give: a message's own, "user" for outputs, else "assistant"
+        role = cast(MessageItem, body).role if kind == _SYSTEM else _ROLE_OF_KIND[kind]
         framing = _EST_PER_ITEM
-        if format == "openai-chat" and isinstance(body, FunctionCallItem):
+        if chat and kind == _CALL:
             framing += 0 if previous == "assistant" else _EST_PER_ITEM
-        elif format == "openai-chat" and isinstance(body, FunctionCallOutputItem):
+        elif chat and kind == _OUTPUT:
             role = "tool"
-        elif format == "anthropic":
-            block = isinstance(body, FunctionCallItem | FunctionCallOutputItem)
+        elif anthropic:
+            block = kind == _CALL or kind == _OUTPUT
             framing = (_EST_PER_ITEM if block else 0) + (0 if role == previous else _EST_PER_ITEM)
         previous = role
-        per.append((1, tokens + framing, sum(len(t) for t in texts)))
+        token_col[i] = tokens + framing
+        char_col[i] = chars
+    base_items = 0
+    base_tokens = (cache.count(summary) + _EST_PER_ITEM) if summary else 0
     base_chars = len(summary or "")
-    base = [0, (cache.count(summary) + _EST_PER_ITEM) if summary else 0, base_chars]
     for i in closure:  # always sent: counted once, in the base, not again in the tail
-        for k in range(3):
-            base[k] += per[i][k]
-        per[i] = (0, 0, 0)
-    return per, (base[0], base[1], base[2])
+        base_items += item_col[i]
+        base_tokens += token_col[i]
+        base_chars += char_col[i]
+        item_col[i] = token_col[i] = char_col[i] = 0
+    return (item_col, token_col, char_col), (base_items, base_tokens, base_chars)
 
 
 def _estimated_cut(
-    candidates: Sequence[int],
+    cut_starts: Sequence[int],
     limits: Mapping[LimitName, int],
     *,
-    start_of: Callable[[int], int],
-    estimates: tuple[list[tuple[int, int, int]], tuple[int, int, int]],
+    estimates: tuple[_Columns, tuple[int, int, int]],
 ) -> int:
-    """Index of the earliest candidate cut whose estimated cost fits every limit."""
-    per, base = estimates
-    n = len(per)
-    # suffix sums of the non-mandatory estimates are implied: walk from the newest cut back
-    totals = list(base)
-    caps = (
-        limits.get("max_items", 1 << 62),
-        limits.get("max_tokens", 1 << 62),
-        limits.get("max_chars", 1 << 62),
-    )
-    position = n
-    best = len(candidates) - 1
-    for k in range(len(candidates) - 1, -1, -1):
-        start = start_of(candidates[k])
-        while position > start:
-            position -= 1
-            for m in range(3):
-                totals[m] += per[position][m]
-        if any(totals[m] > caps[m] for m in range(3)):
+    """Index of the earliest candidate cut (given by the item each starts at) whose estimated
+    cost fits every limit."""
+    (item_col, token_col, char_col), (base_items, base_tokens, base_chars) = estimates
+    n = len(item_col)
+
+    def tail_sums(column: list[int]) -> list[int]:
+        """``[s]``: the sum over the last ``s`` items (accumulated in C)."""
+        return list(accumulate(reversed(column), initial=0))
+
+    tail_items, tail_tokens, tail_chars = map(tail_sums, (item_col, token_col, char_col))
+    cap_items = limits.get("max_items", 1 << 62) - base_items
+    cap_tokens = limits.get("max_tokens", 1 << 62) - base_tokens
+    cap_chars = limits.get("max_chars", 1 << 62) - base_chars
+    # walk from the newest cut back; stop at the first one over a limit
+    best = len(cut_starts) - 1
+    for k in range(len(cut_starts) - 1, -1, -1):
+        size = n - cut_starts[k]
+        if (
+            tail_items[size] > cap_items
+            or tail_tokens[size] > cap_tokens
+            or tail_chars[size] > cap_chars
+        ):
             break
         best = k
     return best
@@ -828,13 +885,50 @@ def _first_true_near(
 def _dropped_ranges(
     items: Sequence[StoredItem], rendered: set[int], unloaded: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int]]:
-    segments = [(it.seq, it.seq, i not in rendered) for i, it in enumerate(items)]
+    """Maximal seq ranges of what was dropped: loaded items not rendered, and unloaded runs.
+
+    Walks items (ascending seq, as ``ContextSource`` promises) with the unloaded runs slotted
+    in between, as parallel columns; any other input takes the general path, which sorts a
+    tuple per item."""
+    seqs = [it.seq for it in items]
+    dropped = [i not in rendered for i in range(len(seqs))]
+    ascending = all(map(operator.lt, seqs, seqs[1:]))
+    if not ascending or (unloaded and not {first for first, _ in unloaded}.isdisjoint(seqs)):
+        return _dropped_ranges_sorted(seqs, dropped, unloaded)
+    firsts, lasts = seqs, seqs
+    if unloaded:
+        firsts, lasts = list(seqs), list(seqs)
+        for first, last in sorted(unloaded, reverse=True):  # each insert leaves the rest in place
+            at = bisect.bisect_left(seqs, first)
+            firsts.insert(at, first)
+            lasts.insert(at, last)
+            dropped.insert(at, True)
+    ranges: list[tuple[int, int]] = []
+    open_first: int | None = None
+    open_last = 0
+    for first, last, drop in zip(firsts, lasts, dropped, strict=True):
+        if drop:
+            if open_first is None:
+                open_first = first
+            open_last = last
+        elif open_first is not None:
+            ranges.append((open_first, open_last))
+            open_first = None
+    if open_first is not None:
+        ranges.append((open_first, open_last))
+    return ranges
+
+
+def _dropped_ranges_sorted(
+    seqs: Sequence[int], dropped: Sequence[bool], unloaded: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    segments = [(seq, seq, drop) for seq, drop in zip(seqs, dropped, strict=True)]
     segments += [(first, last, True) for first, last in unloaded]
     segments.sort()
     ranges: list[tuple[int, int]] = []
     open_range: list[int] | None = None
-    for first, last, dropped in segments:
-        if dropped:
+    for first, last, drop in segments:
+        if drop:
             if open_range is None:
                 open_range = [first, last]
             else:

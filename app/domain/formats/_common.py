@@ -39,13 +39,16 @@ _DATA_URL_RE = re.compile(r"^data:(image/(?:jpeg|png|gif|webp));base64,(.*)$", r
 Loc = list[str | int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entry:
     """One canonical body about to be rendered.
 
     ``stored`` is the working-memory item it comes from (``None`` for a synthetic item, such as
     a placeholder output for a call still waiting for its result); ``unit`` identifies the
     atomic projection group it belongs to (renderers merge assistant turns only within a unit).
+
+    Treat as immutable. Not ``frozen``: a projection makes one per rendered item, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) costs about twice as much.
     """
 
     body: CanonicalItem
@@ -64,24 +67,37 @@ class _SharedCounts:
     process instead of once per read is what makes repeated reads cheap. A count is a pure
     function of (tokenizer, text), so sharing it changes no result."""
 
-    MAX_ENTRIES = 50_000
+    MAX_ENTRIES = 50_000  # over all tokenizers
     MAX_TEXT = 32_768  # longer texts are counted each time rather than kept alive
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], int] = {}
+        # one table per tokenizer, so that a lookup is a plain ``dict.get`` on the text
+        self._tables: dict[str, dict[str, int]] = {}
+
+    def table(self, tokenizer: TokenizerName) -> Mapping[str, int]:
+        """The counts known for ``tokenizer`` (read-only: a miss goes through ``count``)."""
+        return self._table(tokenizer)
+
+    def _table(self, tokenizer: TokenizerName) -> dict[str, int]:
+        table = self._tables.get(tokenizer)
+        if table is None:
+            table = self._tables[tokenizer] = {}
+        return table
 
     def count(self, tokenizer: TokenizerName, text: str) -> int:
         if len(text) > self.MAX_TEXT:
             return count_text(text, tokenizer)
-        key = (tokenizer, text)
-        hit = self._counts.get(key)
+        table = self._table(tokenizer)
+        hit = table.get(text)
         if hit is None:
             hit = count_text(text, tokenizer)
-            if len(self._counts) >= self.MAX_ENTRIES:
-                # dicts keep insertion order: drop the oldest tenth in one go
-                for old in list(self._counts)[: self.MAX_ENTRIES // 10]:
-                    del self._counts[old]
-            self._counts[key] = hit
+            if sum(map(len, self._tables.values())) >= self.MAX_ENTRIES:
+                # dicts keep insertion order: drop the oldest tenth (of the largest table) in
+                # one go
+                largest = max(self._tables.values(), key=len)
+                for old in list(largest)[: self.MAX_ENTRIES // 10]:
+                    del largest[old]
+            table[text] = hit
         return hit
 
 
@@ -103,6 +119,16 @@ class TokenCache:
             self._cache[text] = hit
         return hit
 
+    def count_all(self, texts: list[str]) -> int:
+        """``sum(self.count(t) for t in texts)``, without a method call per text the process
+        already counted (the hot path: a payload's texts are mostly known)."""
+        shared = _SHARED.table(self.tokenizer)
+        total = 0
+        for text in texts:
+            hit = shared.get(text)
+            total += self.count(text) if hit is None else hit
+        return total
+
 
 @dataclass(slots=True)
 class Usage:
@@ -115,6 +141,11 @@ class Usage:
     def text(self, value: str) -> None:
         self.tokens += self.cache.count(value)
         self.chars += len(value)
+
+    def texts(self, values: list[str]) -> None:
+        """``text`` for each of ``values``, in bulk (the hot path of counting a payload)."""
+        self.tokens += self.cache.count_all(values)
+        self.chars += sum(map(len, values))
 
     def image(self, detail: str | None) -> None:
         self.tokens += IMAGE_TOKENS.get(detail or "auto", IMAGE_TOKENS["auto"])

@@ -205,10 +205,14 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         messages.append({"role": "system", "content": summary})
     open_assistant: dict[str, Any] | None = None  # last message, while calls may still join it
     open_unit: int | None = None
+    # dispatch on the discriminator: cheaper than a failing isinstance on a pydantic class
     for entry in entries:
         body = entry.body
-        if isinstance(body, MessageItem) and body.role == "assistant":
-            if (
+        if body.type == "message":
+            if body.role != "assistant":
+                messages.append({"role": body.role, "content": _content(body)})
+                open_assistant = None
+            elif (
                 open_assistant is not None
                 and "tool_calls" in open_assistant
                 and entry.unit is not None
@@ -224,10 +228,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                 open_assistant = {"role": "assistant", "content": _content(body)}
                 open_unit = entry.unit
                 messages.append(open_assistant)
-        elif isinstance(body, MessageItem):
-            messages.append({"role": body.role, "content": _content(body)})
-            open_assistant = None
-        elif isinstance(body, FunctionCallItem):
+        elif body.type == "function_call":
             call = {
                 "id": body.call_id,
                 "type": "function",
@@ -242,7 +243,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                 open_assistant = {"role": "assistant", "tool_calls": [call]}
                 open_unit = entry.unit
                 messages.append(open_assistant)
-        elif isinstance(body, FunctionCallOutputItem):
+        elif body.type == "function_call_output":
             messages.append({"role": "tool", "tool_call_id": body.call_id, "content": body.output})
             open_assistant = None
         # reasoning: no representation in Chat Completions
@@ -250,18 +251,21 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
 
 
 def count(payload: dict[str, Any], usage: Usage) -> None:
+    texts: list[str] = []  # counted in one go at the end (``Usage.texts``)
+    calls = 0
     for message in payload["messages"]:
-        usage.overhead(PER_MESSAGE_TOKENS)
         content = message.get("content")
         if isinstance(content, str):
-            usage.text(content)
+            texts.append(content)
         elif isinstance(content, list):
             for part in content:
                 if part["type"] == "text":
-                    usage.text(part["text"])
+                    texts.append(part["text"])
                 elif part["type"] == "image_url":
                     usage.image(part["image_url"].get("detail"))
         for call in message.get("tool_calls", ()):
-            usage.overhead(PER_TOOL_BLOCK_TOKENS)
-            usage.text(call["function"]["name"])
-            usage.text(call["function"]["arguments"])
+            calls += 1
+            texts.append(call["function"]["name"])
+            texts.append(call["function"]["arguments"])
+    usage.overhead(PER_MESSAGE_TOKENS * len(payload["messages"]) + PER_TOOL_BLOCK_TOKENS * calls)
+    usage.texts(texts)
