@@ -31,7 +31,7 @@ from app.domain.projection import (
 from app.domain.sessions import SessionState
 from app.services.runtime import Actor, Runtime
 from app.services.sessions import load_session
-from app.store.context import ContextRepository, WindowKeys
+from app.store.context import ContextRepository, OlderItems, WindowKeys
 from app.store.items import ItemRepository
 
 MAX_ATTEMPTS = 12
@@ -76,8 +76,11 @@ async def read_context(
     overrides: Mapping[str, object],
 ) -> ContextResult:
     memo = rt.store.prompt_cache
-    state: SessionState | None = None
-    if memo is not None:
+    if memo is None:
+        state, budget, projected = await _in_snapshot(
+            rt, actor, session_id, None, overrides, format
+        )
+    else:
         # The session row alone (one statement, no transaction) says if the prompt is known.
         async with rt.store.read() as db:
             state = await load_session(db, actor, session_id)
@@ -88,21 +91,93 @@ async def read_context(
         if isinstance(cached, ContextResult):
             rt.notify("context_projected", cached.projected.report.projected_tokens)
             return cached
-    async with rt.store.read(snapshot=True) as db:
-        projected = None
-        if state is not None:  # read before this snapshot: checked by the first query
-            projected = await _project(rt, db, actor, state, budget, format, verified=False)
-        if projected is None:
-            state = await load_session(db, actor, session_id)
-            budget = _budget(state, overrides)
-            projected = await _project(rt, db, actor, state, budget, format, verified=True)
-    assert projected is not None
+        at_once, stale = await _at_once(rt, actor, state, budget, format)
+        if at_once is not None:
+            projected = at_once
+        else:
+            state, budget, projected = await _in_snapshot(
+                rt, actor, session_id, None if stale else state, overrides, format
+            )
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:
         key = (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
         memo.put(key, result, chars=projected.report.projected_chars)
     return result
+
+
+async def _at_once(
+    rt: Runtime, actor: Actor, state: SessionState, budget: Budget, format: FormatName
+) -> tuple[ProjectedContext | None, bool]:
+    """The usual case without a transaction (no BEGIN and COMMIT round trips): the window's
+    keys, then the mandatory older items, each statement also returning the session's version;
+    equal to ``state``'s, they saw the same data (every write bumps the version). Then the
+    bodies not cached, which never change. Gives up (None) if a version differs (second value
+    True: a write landed since ``state`` was read) or the first batch does not settle the
+    window; the snapshot path then does the general case."""
+    hint = window_hint(budget, attempt=0)
+    if hint is None:
+        return None, False
+    async with rt.store.read() as db:
+        repo = ContextRepository(
+            db,
+            actor.tenant_id,
+            state.id,
+            session_created_at=state.created_at,
+            cache=rt.store.item_cache,
+        )
+        window = await repo.window_keys(before_seq=None, limit=_batch_size(state, hint, 0))
+        if window.session_version != state.version:
+            return None, True
+        exhausted = window.older_seq is None
+        if not exhausted and not _covered(window.rows, hint):
+            return None, False
+        older = OlderItems(items=[], runs=[])
+        if not exhausted:
+            older = await repo.mandatory_before(
+                window,
+                window.rows[-1][0],
+                include_system=budget.keep_system,
+                prefix_items=budget.pinned_prefix_items,
+            )
+            version = older.session_version
+            if version is None:  # no mandatory row carried it
+                version = await repo.session_version()
+            if version != state.version:
+                return None, True
+        wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
+        items = await repo.items(wanted, live_only=False)
+    if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide
+        return None, False
+    if exhausted:
+        source = _source(state, items, window_start=None)
+    else:
+        source = _source(state, older.items + items, window_start=wanted[0], runs=older.runs)
+    projected = project_context(source, budget, format=format)
+    return (None, False) if projected.needs_more else (projected, False)
+
+
+async def _in_snapshot(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    state: SessionState | None,
+    overrides: Mapping[str, object],
+    format: FormatName,
+) -> tuple[SessionState, Budget, ProjectedContext]:
+    """The general case in one REPEATABLE READ snapshot. ``state``, if given, was read before
+    the snapshot began; the first query checks it is still current."""
+    async with rt.store.read(snapshot=True) as db:
+        projected = None
+        if state is not None:
+            budget = _budget(state, overrides)
+            projected = await _project(rt, db, actor, state, budget, format, verified=False)
+        if state is None or projected is None:
+            state = await load_session(db, actor, session_id)
+            budget = _budget(state, overrides)
+            projected = await _project(rt, db, actor, state, budget, format, verified=True)
+        assert projected is not None
+    return state, budget, projected
 
 
 def _budget(state: SessionState, overrides: Mapping[str, object]) -> Budget:

@@ -45,10 +45,9 @@ def _live(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
     )
 
 
-def _window_keys_statement() -> sa.Select[Any]:
-    inner = t.alias("first_live")
-    first_live = sa.select(sa.func.min(inner.c.seq)).where(_live(inner)).scalar_subquery()
-    version = (
+def _session_version() -> sa.ScalarSelect[Any]:
+    """The session row's version, as a column: the snapshot a statement saw, by name."""
+    return (
         sa.select(sessions.c.version)
         .where(
             sessions.c.tenant_id == sa.bindparam("tenant_id"),
@@ -56,8 +55,13 @@ def _window_keys_statement() -> sa.Select[Any]:
         )
         .scalar_subquery()
     )
+
+
+def _window_keys_statement() -> sa.Select[Any]:
+    inner = t.alias("first_live")
+    first_live = sa.select(sa.func.min(inner.c.seq)).where(_live(inner)).scalar_subquery()
     return (
-        sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live, version)
+        sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live, _session_version())
         .where(_live(), t.c.seq < sa.bindparam("before_seq"))
         .order_by(t.c.seq.desc())
         .limit(sa.bindparam("limit"))
@@ -65,6 +69,9 @@ def _window_keys_statement() -> sa.Select[Any]:
 
 
 def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Select[Any]:
+    """Mandatory items older than ``window_start``, each with its live neighbours' seqs and
+    the session's version."""
+    window_start = sa.bindparam("window_start")
     conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
     if include_system:
         # literal values: the partial index on mandatory items names these roles
@@ -105,10 +112,8 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
         .where(_live(after), after.c.seq > t.c.seq)
         .scalar_subquery()
     )
-    return (
-        sa.select(*_ITEM_COLUMNS, previous_live, next_live)
-        .where(_live(), t.c.seq < sa.bindparam("window_start"), sa.or_(*conditions))
-        .order_by(t.c.seq)
+    return sa.select(*_ITEM_COLUMNS, previous_live, next_live, _session_version()).where(
+        _live(), t.c.seq < window_start, sa.or_(*conditions)
     )
 
 
@@ -121,10 +126,19 @@ _BODIES = sa.select(*_ITEM_COLUMNS).where(
     _live(), t.c.seq.in_(sa.bindparam("seqs", expanding=True))
 )
 _MANDATORY = {
-    (system, prefix): _mandatory_statement(include_system=system, with_prefix=prefix)
+    (system, prefix): _mandatory_statement(include_system=system, with_prefix=prefix).order_by(
+        t.c.seq
+    )
     for system in (False, True)
     for prefix in (False, True)
 }
+# Bodies by seq whether live or not: a stored item never changes (archiving only flips its
+# flag), so they can be read after the statement that decided which seqs are wanted.
+_ANY_BODIES = sa.select(*_ITEM_COLUMNS).where(
+    t.c.tenant_id == sa.bindparam("tenant_id"),
+    t.c.session_id == sa.bindparam("session_id"),
+    t.c.seq.in_(sa.bindparam("seqs", expanding=True)),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +157,13 @@ class WindowKeys:
 
 @dataclass(frozen=True, slots=True)
 class OlderItems:
-    """Mandatory items older than the window, ascending, and the unloaded runs around them."""
+    """Mandatory items older than the window, ascending, and the unloaded runs around them.
+    ``session_version``: the session's version in the statement's snapshot (None: no row was
+    returned to carry it)."""
 
     items: list[StoredItem]
     runs: list[tuple[int, int]]
+    session_version: int | None = None
 
 
 class ContextRepository:
@@ -184,11 +201,16 @@ class ContextRepository:
             rows=keys, older_seq=older, first_live_seq=rows[0][3], session_version=rows[0][4]
         )
 
-    async def items(self, seqs: Sequence[int]) -> list[StoredItem]:
+    async def session_version(self) -> int | None:
+        return (await self.db.execute(_VERSION, self._scope)).scalar()
+
+    async def items(self, seqs: Sequence[int], *, live_only: bool = True) -> list[StoredItem]:
         """The live items with these seqs, in the order given; decoded bodies come from the
         cache, keyed by the session's creation time and the seq. A seq is never reused within a
         session (``last_seq`` only grows, archived items keep theirs) and a session deleted and
-        created again has another creation time, so a cached item is never stale."""
+        created again has another creation time, so a cached item is never stale.
+        ``live_only=False``: also archived ones (the seqs were chosen in an earlier statement
+        and an item's content never changes)."""
         found: dict[int, StoredItem] = {}
         missing: list[int] = []
         cache = self.cache
@@ -204,7 +226,8 @@ class ContextRepository:
                     found[seq] = item
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
-            for row in (await self.db.execute(_BODIES, {**self._scope, "seqs": chunk})).all():
+            stmt = _BODIES if live_only else _ANY_BODIES
+            for row in (await self.db.execute(stmt, {**self._scope, "seqs": chunk})).all():
                 item = _item(row)
                 found[item.seq] = item
                 if cache is not None:
@@ -228,14 +251,20 @@ class ContextRepository:
         if prefix_items > 0:
             params["prefix_items"] = prefix_items
         rows = (await self.db.execute(stmt, params)).all()
-        items = [_item(row) for row in rows]
-        # A run lies between two consecutive loaded items (or before the first): it starts at
-        # the live item after the earlier one and ends at the live item before the later one.
-        bounds = [(row[0], row[8], row[9]) for row in rows]  # seq, previous live, next live
-        runs: list[tuple[int, int]] = []
-        start = window.first_live_seq
-        for seq, previous, following in [*bounds, (window_start, window.older_seq, None)]:
-            if start is not None and previous is not None and start < seq:
-                runs.append((int(start), int(previous)))
-            start = following
-        return OlderItems(items=items, runs=runs)
+        return _older(window, window_start, rows)
+
+
+def _older(window: WindowKeys, window_start: int, rows: Sequence[Any]) -> OlderItems:
+    """Mandatory rows (item columns, previous live seq, next live seq; ascending) and the runs
+    of live items between them that are not loaded: a run lies between two consecutive loaded
+    items (or before the first), from the live item after the earlier one to the live item
+    before the later one."""
+    items = [_item(row) for row in rows]
+    runs: list[tuple[int, int]] = []
+    start = window.first_live_seq
+    bounds = [(row[0], row[8], row[9]) for row in rows]
+    for seq, previous, following in [*bounds, (window_start, window.older_seq, None)]:
+        if start is not None and previous is not None and start < seq:
+            runs.append((int(start), int(previous)))
+        start = following
+    return OlderItems(items=items, runs=runs, session_version=rows[0][10] if rows else None)
