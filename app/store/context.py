@@ -22,11 +22,13 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache
 from app.store.items import _ITEM_COLUMNS, _item
+from app.store.raw import RawQuery
 from app.store.tables import items as t
 from app.store.tables import sessions
 
@@ -76,12 +78,7 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
     if include_system:
         # literal values: the partial index on mandatory items names these roles
         conditions.append(
-            t.c.role.in_(
-                [
-                    sa.literal("system", literal_execute=True),
-                    sa.literal("developer", literal_execute=True),
-                ]
-            )
+            t.c.role.in_([sa.literal_column("'system'"), sa.literal_column("'developer'")])
         )
     user = t.alias("newest_user")
     newest_user = (
@@ -117,28 +114,47 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
     )
 
 
-_WINDOW_KEYS = _window_keys_statement()
-_VERSION = sa.select(sessions.c.version).where(
-    sessions.c.tenant_id == sa.bindparam("tenant_id"),
-    sessions.c.id == sa.bindparam("session_id"),
+_CREATED_AT = _ITEM_COLUMNS.index(t.c.created_at)
+_WINDOW_KEYS = RawQuery(_window_keys_statement())
+_VERSION = RawQuery(
+    sa.select(sessions.c.version).where(
+        sessions.c.tenant_id == sa.bindparam("tenant_id"),
+        sessions.c.id == sa.bindparam("session_id"),
+    )
 )
-_BODIES = sa.select(*_ITEM_COLUMNS).where(
-    _live(), t.c.seq.in_(sa.bindparam("seqs", expanding=True))
-)
+
+
+def _bodies(*, live_only: bool) -> RawQuery:
+    """Items by seq. ``live_only=False``: archived ones too; a stored item never changes
+    (archiving only flips its flag), so they can be read after the statement that decided
+    which seqs are wanted."""
+    scope = (
+        _live()
+        if live_only
+        else sa.and_(
+            t.c.tenant_id == sa.bindparam("tenant_id"),
+            t.c.session_id == sa.bindparam("session_id"),
+        )
+    )
+    return RawQuery(
+        sa.select(*_ITEM_COLUMNS).where(scope, t.c.seq.in_(sa.bindparam("seqs", expanding=True))),
+        postgres=sa.select(*_ITEM_COLUMNS).where(
+            scope, t.c.seq == sa.any_(sa.bindparam("seqs", type_=ARRAY(sa.BigInteger)))
+        ),
+        utc_columns=[_CREATED_AT],
+    )
+
+
+_BODIES = _bodies(live_only=True)
+_ANY_BODIES = _bodies(live_only=False)
 _MANDATORY = {
-    (system, prefix): _mandatory_statement(include_system=system, with_prefix=prefix).order_by(
-        t.c.seq
+    (system, prefix): RawQuery(
+        _mandatory_statement(include_system=system, with_prefix=prefix).order_by(t.c.seq),
+        utc_columns=[_CREATED_AT],
     )
     for system in (False, True)
     for prefix in (False, True)
 }
-# Bodies by seq whether live or not: a stored item never changes (archiving only flips its
-# flag), so they can be read after the statement that decided which seqs are wanted.
-_ANY_BODIES = sa.select(*_ITEM_COLUMNS).where(
-    t.c.tenant_id == sa.bindparam("tenant_id"),
-    t.c.session_id == sa.bindparam("session_id"),
-    t.c.seq.in_(sa.bindparam("seqs", expanding=True)),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +207,9 @@ class ContextRepository:
             "before_seq": _NO_BOUND if before_seq is None else before_seq,
             "limit": limit + 1,
         }
-        rows = (await self.db.execute(_WINDOW_KEYS, params)).all()
+        rows = await _WINDOW_KEYS.rows(self.db, params)
         if not rows:  # no live item: the version still has to come from this snapshot
-            version = (await self.db.execute(_VERSION, self._scope)).scalar()
+            version = await self.session_version()
             return WindowKeys(rows=[], older_seq=None, first_live_seq=None, session_version=version)
         keys = [(seq, tokens, chars) for seq, tokens, chars, _, _ in rows[:limit]]
         older = rows[limit][0] if len(rows) > limit else None
@@ -202,7 +218,8 @@ class ContextRepository:
         )
 
     async def session_version(self) -> int | None:
-        return (await self.db.execute(_VERSION, self._scope)).scalar()
+        rows = await _VERSION.rows(self.db, self._scope)
+        return rows[0][0] if rows else None
 
     async def items(self, seqs: Sequence[int], *, live_only: bool = True) -> list[StoredItem]:
         """The live items with these seqs, in the order given; decoded bodies come from the
@@ -227,7 +244,7 @@ class ContextRepository:
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
             stmt = _BODIES if live_only else _ANY_BODIES
-            for row in (await self.db.execute(stmt, {**self._scope, "seqs": chunk})).all():
+            for row in await stmt.rows(self.db, {**self._scope, "seqs": chunk}):
                 item = _item(row)
                 found[item.seq] = item
                 if cache is not None:
@@ -250,7 +267,7 @@ class ContextRepository:
         params: dict[str, Any] = {**self._scope, "window_start": window_start}
         if prefix_items > 0:
             params["prefix_items"] = prefix_items
-        rows = (await self.db.execute(stmt, params)).all()
+        rows = await stmt.rows(self.db, params)
         return _older(window, window_start, rows)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import SessionExists
 from app.domain.sessions import SessionState
+from app.store.raw import RawQuery
 from app.store.tables import compactions, events, items, snapshots
 from app.store.tables import sessions as t
 
@@ -34,8 +35,11 @@ _COLUMNS = [
 ]
 # Built once: every request loads a session row, and building the statement costs more than
 # running it.
-_GET = sa.select(*_COLUMNS).where(
-    t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
+_GET = RawQuery(
+    sa.select(*_COLUMNS).where(
+        t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
+    ),
+    utc_columns=[_COLUMNS.index(t.c.created_at), _COLUMNS.index(t.c.updated_at)],
 )
 
 
@@ -99,8 +103,9 @@ class SessionRepository:
 
     async def get(self, tenant_id: str, session_id: str) -> SessionState | None:
         params = {"tenant_id": tenant_id, "session_id": session_id}
-        row = (await self.db.execute(_GET, params)).first()
-        return _state(row) if row else None
+        rows = await _GET.rows(self.db, params)
+        # positional: _COLUMNS is in SessionState's field order (a test checks it)
+        return SessionState(*rows[0]) if rows else None
 
     async def exists(self, tenant_id: str, session_id: str) -> bool:
         row = await self.db.execute(sa.select(t.c.version).where(self._key(tenant_id, session_id)))

@@ -1,0 +1,73 @@
+"""RawQuery: a hot read compiled once and, on Postgres, run on the psycopg connection itself.
+
+Profiling a context read showed SQLAlchemy's per-statement work (result object, row
+processors, greenlet hops) costing about as much as the round trip to Postgres. For the few
+statements every read makes, the SQL text is compiled once from the same SQLAlchemy
+statement and sent through the driver connection underneath the SQLAlchemy one (same
+transaction, same pool, JSON decoded by the same loaders SQLAlchemy registered on it).
+Timestamps come back in UTC, as ``UTCDateTime`` would give them. Other backends go through
+SQLAlchemy unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+class RawQuery:
+    def __init__(
+        self,
+        statement: sa.Executable,
+        *,
+        postgres: sa.Executable | None = None,
+        utc_columns: Sequence[int] = (),
+    ) -> None:
+        """``statement`` for every backend; ``postgres``: the same query written for Postgres
+        where the portable form does not compile to fixed text (``= ANY(array)`` for an
+        expanding ``IN``); ``utc_columns``: positions of timestamp columns."""
+        self.statement = statement
+        self.postgres = postgres if postgres is not None else statement
+        self.utc_columns = tuple(utc_columns)
+        self._sql: str | None = None
+        self._defaults: dict[str, Any] = {}
+
+    def sql(self, db: AsyncConnection) -> str:
+        if self._sql is None:
+            compiled = self.postgres.compile(dialect=db.dialect)
+            # values the statement carries itself (``role == "user"``), by their bind names
+            self._defaults = {
+                name: bind.effective_value
+                for name, bind in compiled.binds.items()
+                if not bind.required
+            }
+            self._sql = str(compiled)
+        return self._sql
+
+    async def rows(self, db: AsyncConnection, params: Mapping[str, Any]) -> Sequence[Any]:
+        if db.dialect.name != "postgresql":
+            return (await db.execute(self.statement, dict(params))).all()
+        raw = await db.get_raw_connection()
+        cursor = raw.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            sql = self.sql(db)
+            await cursor.execute(sql, {**self._defaults, **params}, prepare=True)
+            rows: list[Any] = await cursor.fetchall()
+        finally:
+            await cursor.close()
+        if self.utc_columns and rows:
+            rows = [_to_utc(row, self.utc_columns) for row in rows]
+        return rows
+
+
+def _to_utc(row: tuple[Any, ...], columns: tuple[int, ...]) -> tuple[Any, ...]:
+    values = list(row)
+    for i in columns:
+        value = values[i]
+        if value is not None:
+            values[i] = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return tuple(values)

@@ -1,0 +1,64 @@
+"""Hot reads run on the psycopg connection itself on Postgres (app/store/raw.py): they must
+return exactly what the same statements return through SQLAlchemy."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.domain.sessions import SessionState
+from app.main import create_app
+from app.settings import Settings
+from app.store import context as ctx
+from app.store.db import Store
+from app.store.sessions import _COLUMNS, _GET
+from tests.support.services import REDIS_URL
+
+
+def test_session_columns_are_in_session_state_order() -> None:
+    assert [c.name for c in _COLUMNS] == [f.name for f in dataclasses.fields(SessionState)]
+
+
+@pytest.fixture
+async def filled(pg_database: str) -> AsyncIterator[Store]:
+    app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            assert (await c.post("/v1/sessions", json={"id": "raw-1", "metadata": {"b": 1, "a": [2]}})).status_code == 201
+            items: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": "sys"}]
+            for i in range(30):
+                items += [
+                    {"type": "message", "role": "user", "content": f"q{i}", "pinned": i == 3,
+                     "metadata": {"z": i, "a": {"n": None}}},
+                    {"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": f"c{i}", "output": "x" * i},
+                ]
+            r = await c.post("/v1/sessions/raw-1/items", json={"items": items})
+            assert r.status_code == 201, r.text
+    store = Store.from_url(pg_database)
+    yield store
+    await store.dispose()
+
+
+async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
+    scope = {"tenant_id": "default", "session_id": "raw-1"}
+    cases: list[tuple[Any, dict[str, Any]]] = [
+        (_GET, scope),
+        (ctx._WINDOW_KEYS, {**scope, "before_seq": 80, "limit": 25}),
+        (ctx._VERSION, scope),
+        (ctx._BODIES, {**scope, "seqs": [1, 2, 5, 90, 91]}),
+        (ctx._ANY_BODIES, {**scope, "seqs": [3, 4, 1000]}),
+    ]
+    cases += [(q, {**scope, "window_start": 60, "prefix_items": 2}) for q in ctx._MANDATORY.values()]
+    async with filled.read() as db:
+        for query, params in cases:
+            raw = [tuple(r) for r in await query.rows(db, params)]
+            sa_params = {k: v for k, v in params.items() if f"%({k})s" in query.sql(db)}
+            via_sa = [tuple(r) for r in (await db.execute(query.statement, sa_params)).all()]
+            assert raw and raw == via_sa, query.sql(db)[:80]
+            for row in raw:  # timestamps in UTC, as UTCDateTime gives them
+                assert all(v.utcoffset().total_seconds() == 0 for v in row if hasattr(v, "utcoffset"))
