@@ -16,6 +16,7 @@ from datetime import UTC
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 
@@ -52,13 +53,36 @@ class RawQuery:
         if db.dialect.name != "postgresql":
             return (await db.execute(self.statement, dict(params))).all()
         raw = await db.get_raw_connection()
-        cursor = raw.driver_connection.cursor()  # type: ignore[union-attr]
+        driver = raw.driver_connection
+        sql = self.sql(db)
+        values = {**self._defaults, **params}
+        cursor = driver.cursor()  # type: ignore[union-attr]
         try:
-            sql = self.sql(db)
-            await cursor.execute(sql, {**self._defaults, **params}, prepare=True)
+            await cursor.execute(sql, values, prepare=True)
             rows: list[Any] = await cursor.fetchall()
+        except db.dialect.loaded_dbapi.Error as exc:
+            # As SQLAlchemy would: a lost connection is invalidated (not returned to the pool)
+            # and every driver error surfaces as the matching sqlalchemy.exc class, which the
+            # store maps to problems (503 database-unavailable, 409 duplicate, ...).
+            lost = db.dialect.is_disconnect(exc, driver, cursor)
+            if lost:
+                # SQLAlchemy's own handling also retires the pool's other connections (a
+                # server restart or failover took them all); Pool._invalidate is how it does.
+                db.sync_engine.pool._invalidate(raw, exc)  # noqa: SLF001
+                await db.invalidate(exc)
+            raise sa_exc.DBAPIError.instance(
+                sql,
+                values,
+                exc,
+                db.dialect.loaded_dbapi.Error,
+                connection_invalidated=lost,
+                dialect=db.dialect,
+            ) from exc
         finally:
-            await cursor.close()
+            try:
+                await cursor.close()
+            except db.dialect.loaded_dbapi.Error:
+                pass  # the connection is gone; the error that matters is being raised
         if self.utc_columns and rows:
             rows = [_to_utc(row, self.utc_columns) for row in rows]
         return rows

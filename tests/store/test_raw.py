@@ -62,3 +62,31 @@ async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
             assert raw and raw == via_sa, query.sql(db)[:80]
             for row in raw:  # timestamps in UTC, as UTCDateTime gives them
                 assert all(v.utcoffset().total_seconds() == 0 for v in row if hasattr(v, "utcoffset"))
+
+
+async def test_a_dropped_connection_is_a_503_then_reads_recover(pg_database: str) -> None:
+    """The raw path must fail like the SQLAlchemy path: a connection Postgres dropped gives
+    a retryable 503 problem (not a 500), and the next read runs on a fresh connection."""
+    import psycopg
+
+    app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            assert (await c.post("/v1/sessions", json={"id": "raw-drop"})).status_code == 201
+            assert (await c.get("/v1/sessions/raw-drop/context")).status_code == 200
+            dbname = pg_database.rsplit("/", 1)[1]
+            with psycopg.connect(pg_database.replace("+psycopg", ""), autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
+                ).fetchone()
+            assert killed and killed[0] >= 1
+            statuses = []
+            for _ in range(3):
+                r = await c.get("/v1/sessions/raw-drop/context", params={"max_items": 5})
+                statuses.append(r.status_code)
+                if r.status_code == 503:
+                    assert r.headers["content-type"].startswith("application/problem+json")
+                    assert r.json()["type"].endswith("/database-unavailable")
+                    assert "retry-after" in r.headers
+            assert statuses[0] == 503 and statuses[-1] == 200, statuses
