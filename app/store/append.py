@@ -29,12 +29,13 @@ from app import jsonutil
 from app.domain.errors import DuplicateItemId
 from app.domain.items import NewItem, body_to_dict, item_texts
 from app.domain.sessions import SessionState
-from app.store.sessions import _COLUMNS, _state
+from app.store.raw import RawQuery
+from app.store.sessions import _COLUMNS
 from app.store.tables import UTCDateTime
 
 _RETURNING = ", ".join(c.name for c in _COLUMNS)
 
-_APPEND = (
+_APPEND_STATEMENT = (
     sa.text(
         f"""
 WITH s AS (
@@ -73,6 +74,11 @@ SELECT {_RETURNING} FROM s
     )
     .bindparams(sa.bindparam("now", type_=UTCDateTime()))
     .columns(*_COLUMNS)
+)
+# Sent on the driver connection (see app/store/raw.py): this is every append's statement.
+_APPEND = RawQuery(
+    _APPEND_STATEMENT,
+    utc_columns=[i for i, c in enumerate(_COLUMNS) if c.name in ("created_at", "updated_at")],
 )
 
 
@@ -130,7 +136,7 @@ class AppendRepository:
             "actor": actor,
         }
         try:
-            row = (await self.db.execute(_APPEND, params)).first()
+            rows = await _APPEND.rows(self.db, params)
         except IntegrityError as exc:
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
-        return _state(row) if row else None
+        return SessionState(*rows[0]) if rows else None
