@@ -206,6 +206,10 @@ async def append_items(
     )
     if result is not None:  # not an idempotent replay
         rt.notify("items_appended", count)
+        if result.state is not None:  # committed: the next context read need not fetch them
+            rt.store.remember_items(
+                actor.tenant_id, session_id, result.state.created_at, result.items
+            )
         rt.after_append(actor, session_id, result.state)
     return encoded
 

@@ -7,8 +7,9 @@ upgrades from reading; on Postgres it is an ordinary transaction.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app import jsonutil
 from app.domain.errors import DatabaseUnavailable
+from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache, PromptCache
 from app.store.migrate import ensure_sqlite_dir
 
@@ -79,6 +81,23 @@ class Store:
             item_cache_items=item_cache_items,
             prompt_cache_entries=prompt_cache_entries,
         )
+
+    def remember_items(
+        self,
+        tenant_id: str,
+        session_id: str,
+        session_created_at: datetime,
+        items: Sequence[StoredItem],
+    ) -> None:
+        """Put just-committed items in the item cache, as a context read would after loading
+        them (only once committed: a rolled-back append's seqs are handed out again). Items
+        with metadata are left to be loaded: Postgres returns a JSON object's keys in its own
+        order, and the cache must hold exactly what a load gives."""
+        if self.item_cache is None:
+            return
+        for item in items:
+            if not item.metadata:
+                self.item_cache.put((tenant_id, session_id, session_created_at, item.seq), item)
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -391,3 +391,25 @@ async def test_reads_racing_appends_are_each_one_consistent_state(client: httpx.
         k = body["version"] - base
         assert body["messages"][-1]["content"] == f"m{k}"
         assert body["report"]["source_items"] == k + 1
+
+
+async def test_appended_items_read_back_as_stored(client: httpx.AsyncClient, sid: str) -> None:
+    """An append leaves its items in the process's item cache for the next context read;
+    what that read serves must be exactly what the database gives (GET /items loads them)."""
+    await create(client, sid)
+    items = [
+        {"type": "message", "role": "system", "content": "sys", "id": "s1"},
+        {"type": "message", "role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "url": "https://example.com/a.png", "detail": "low"},
+        ]},
+        {"type": "reasoning", "summary": ["plan"], "content": "think", "encrypted_content": "abc"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"b": 1, "a": [2.50, 1e3]}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "é\\u00e9 \U0001F600", "pinned": True},
+        {"type": "message", "role": "assistant", "content": "done", "metadata": {"z": 1, "a": {"y": 2, "b": 3}}},
+    ]
+    r = await append(client, sid, items)
+    assert r.status_code == 201, r.text
+    served = (await client.get(f"/v1/sessions/{sid}/context", params={"max_tokens": 10**6})).json()["items"]
+    # byte for byte (key order too: the prompt must not depend on which process answers)
+    assert json.dumps(served) == json.dumps(await all_items(client, sid))
