@@ -33,7 +33,6 @@ from app.store.tables import items as t
 from app.store.tables import sessions
 
 _BODY_CHUNK = 1000
-_NO_BOUND = 1 << 62  # "before no seq": larger than any seq
 
 
 # The statements are built once: building one (aliases, column proxies, cache key) costs more
@@ -59,15 +58,39 @@ def _session_version() -> sa.ScalarSelect[Any]:
     )
 
 
-def _window_keys_statement() -> sa.Select[Any]:
+def _window_keys_statement(*, bounded: bool, rows: int) -> sa.Select[Any]:
+    """The newest ``rows`` live items' (seq, tokens, chars), older than ``:before_seq`` if
+    ``bounded``. The row count is part of the SQL text, not a parameter: Postgres then plans
+    the prepared statement once (a generic plan) instead of on every execution, which cost
+    more than running it."""
     inner = t.alias("first_live")
     first_live = sa.select(sa.func.min(inner.c.seq)).where(_live(inner)).scalar_subquery()
+    where = [_live()]
+    if bounded:
+        where.append(t.c.seq < sa.bindparam("before_seq"))
     return (
         sa.select(t.c.seq, t.c.tokens, t.c.chars, first_live, _session_version())
-        .where(_live(), t.c.seq < sa.bindparam("before_seq"))
+        .where(*where)
         .order_by(t.c.seq.desc())
-        .limit(sa.bindparam("limit"))
+        .limit(sa.literal_column(str(int(rows))))
     )
+
+
+_WINDOW_KEYS: dict[tuple[bool, int], RawQuery] = {}
+
+
+def _window_keys(*, bounded: bool, at_least: int) -> tuple[RawQuery, int]:
+    """The statement for the smallest power-of-two row count >= ``at_least`` (a handful of
+    statements in all), and that count."""
+    rows = 32
+    while rows < at_least:
+        rows *= 2
+    query = _WINDOW_KEYS.get((bounded, rows))
+    if query is None:
+        query = _WINDOW_KEYS[(bounded, rows)] = RawQuery(
+            _window_keys_statement(bounded=bounded, rows=rows)
+        )
+    return query, rows
 
 
 def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Select[Any]:
@@ -115,7 +138,6 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
 
 
 _CREATED_AT = _ITEM_COLUMNS.index(t.c.created_at)
-_WINDOW_KEYS = RawQuery(_window_keys_statement())
 _VERSION = RawQuery(
     sa.select(sessions.c.version).where(
         sessions.c.tenant_id == sa.bindparam("tenant_id"),
@@ -202,12 +224,11 @@ class ContextRepository:
     async def window_keys(self, *, before_seq: int | None, limit: int) -> WindowKeys:
         """Up to ``limit`` live items older than ``before_seq`` (None: the newest), newest
         first, as integers; plus the seq of the next older live item and of the oldest."""
-        params = {
-            **self._scope,
-            "before_seq": _NO_BOUND if before_seq is None else before_seq,
-            "limit": limit + 1,
-        }
-        rows = await _WINDOW_KEYS.rows(self.db, params)
+        query, _ = _window_keys(bounded=before_seq is not None, at_least=limit + 1)
+        params: dict[str, Any] = dict(self._scope)
+        if before_seq is not None:
+            params["before_seq"] = before_seq
+        rows = await query.rows(self.db, params)
         if not rows:  # no live item: the version still has to come from this snapshot
             version = await self.session_version()
             return WindowKeys(rows=[], older_seq=None, first_live_seq=None, session_version=version)
