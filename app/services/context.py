@@ -1,14 +1,21 @@
 """The next-turn prompt: load what the budget needs, project it, report.
 
-The read's cost follows the budget, not the session: the newest items are loaded in batches
-sized from the session's average item size until the window the budget asks for is covered;
-older items are loaded only if mandatory (pinned, system, pinned prefix, newest user message).
-If the projection says the window was too small to decide (``needs_more``), the window doubles.
-Everything is read in one snapshot (REPEATABLE READ on Postgres), so counts and items agree.
+The read's cost follows the budget, not the session: the newest items' keys (seq and stored
+counts) are loaded in batches sized from the session's average item size until the window the
+budget asks for is covered; older items are loaded only if mandatory (pinned, system, pinned
+prefix, newest user message). If the projection says the window was too small to decide
+(``needs_more``), the window doubles.
 
-A projection is deterministic and every write bumps the session's version, so the prompt of a
-(session, version, format, budget) is kept in a per-process cache (``CONTEXT_CACHE_PROMPTS``):
-reading again before the next write costs the session row only.
+Every answer is what one consistent state of the session projects to:
+
+1. the session row is read alone; a projection is deterministic and every write bumps the
+   version, so the prompt of a (session, version, format, budget) is kept in a per-process
+   cache (``CONTEXT_CACHE_PROMPTS``) and a read before the next write stops here;
+2. the usual case then runs on the same connection without a transaction: the window keys and
+   the mandatory items each come back with the session's version, and equal versions mean
+   they saw the same state; bodies come from the item cache or by seq (items never change);
+3. anything else (a write landed in between, a window the first batch does not settle) runs
+   in one REPEATABLE READ snapshot.
 """
 
 from __future__ import annotations
@@ -76,28 +83,25 @@ async def read_context(
     overrides: Mapping[str, object],
 ) -> ContextResult:
     memo = rt.store.prompt_cache
-    if memo is None:
-        state, budget, projected = await _in_snapshot(
-            rt, actor, session_id, None, overrides, format
-        )
-    else:
-        # The session row alone (one statement, no transaction) says if the prompt is known.
-        async with rt.store.read() as db:
-            state = await load_session(db, actor, session_id)
+    async with rt.store.read() as db:
+        # The session row alone (one statement, no transaction) says if the prompt is known;
+        # if not, the same connection goes on with the usual case.
+        state = await load_session(db, actor, session_id)
         budget = _budget(state, overrides)
-        cached = memo.get(
-            (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
-        )
-        if isinstance(cached, ContextResult):
-            rt.notify("context_projected", cached.projected.report.projected_tokens)
-            return cached
-        at_once, stale = await _at_once(rt, actor, state, budget, format)
-        if at_once is not None:
-            projected = at_once
-        else:
-            state, budget, projected = await _in_snapshot(
-                rt, actor, session_id, None if stale else state, overrides, format
+        if memo is not None:
+            cached = memo.get(
+                (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
             )
+            if isinstance(cached, ContextResult):
+                rt.notify("context_projected", cached.projected.report.projected_tokens)
+                return cached
+        at_once, stale = await _at_once(rt, db, actor, state, budget, format)
+    if at_once is not None:
+        projected = at_once
+    else:
+        state, budget, projected = await _in_snapshot(
+            rt, actor, session_id, None if stale else state, overrides, format
+        )
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:
@@ -107,7 +111,12 @@ async def read_context(
 
 
 async def _at_once(
-    rt: Runtime, actor: Actor, state: SessionState, budget: Budget, format: FormatName
+    rt: Runtime,
+    db: AsyncConnection,
+    actor: Actor,
+    state: SessionState,
+    budget: Budget,
+    format: FormatName,
 ) -> tuple[ProjectedContext | None, bool]:
     """The usual case without a transaction (no BEGIN and COMMIT round trips): the window's
     keys, then the mandatory older items, each statement also returning the session's version;
@@ -118,35 +127,34 @@ async def _at_once(
     hint = window_hint(budget, attempt=0)
     if hint is None:
         return None, False
-    async with rt.store.read() as db:
-        repo = ContextRepository(
-            db,
-            actor.tenant_id,
-            state.id,
-            session_created_at=state.created_at,
-            cache=rt.store.item_cache,
+    repo = ContextRepository(
+        db,
+        actor.tenant_id,
+        state.id,
+        session_created_at=state.created_at,
+        cache=rt.store.item_cache,
+    )
+    window = await repo.window_keys(before_seq=None, limit=_batch_size(state, hint, 0))
+    if window.session_version != state.version:
+        return None, True
+    exhausted = window.older_seq is None
+    if not exhausted and not _covered(window.rows, hint):
+        return None, False
+    older = OlderItems(items=[], runs=[])
+    if not exhausted:
+        older = await repo.mandatory_before(
+            window,
+            window.rows[-1][0],
+            include_system=budget.keep_system,
+            prefix_items=budget.pinned_prefix_items,
         )
-        window = await repo.window_keys(before_seq=None, limit=_batch_size(state, hint, 0))
-        if window.session_version != state.version:
+        version = older.session_version
+        if version is None:  # no mandatory row carried it
+            version = await repo.session_version()
+        if version != state.version:
             return None, True
-        exhausted = window.older_seq is None
-        if not exhausted and not _covered(window.rows, hint):
-            return None, False
-        older = OlderItems(items=[], runs=[])
-        if not exhausted:
-            older = await repo.mandatory_before(
-                window,
-                window.rows[-1][0],
-                include_system=budget.keep_system,
-                prefix_items=budget.pinned_prefix_items,
-            )
-            version = older.session_version
-            if version is None:  # no mandatory row carried it
-                version = await repo.session_version()
-            if version != state.version:
-                return None, True
-        wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
-        items = await repo.items(wanted, live_only=False)
+    wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
+    items = await repo.items(wanted, live_only=False)
     if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide
         return None, False
     if exhausted:
