@@ -236,9 +236,9 @@ def unloaded_gaps(
 ) -> list[tuple[int | None, int]]:
     """Open seq intervals ``(after, before)`` between loaded items older than the window.
 
-    For each interval the service looks up ``min(seq)``/``max(seq)`` of live items with
-    ``after < seq < before`` (``after=None``: no lower bound); each non-empty result is one
-    ``unloaded_runs`` entry.
+    The ``min(seq)``/``max(seq)`` of live items with ``after < seq < before`` (``after=None``:
+    no lower bound), where there are any, are the ``unloaded_runs`` entries. (The service gets
+    the same bounds as the live neighbours of the loaded items, in the query that loads them.)
     """
     old = sorted(s for s in loaded_seqs if s < window_start_seq)
     return list(zip([None, *old], [*old, window_start_seq], strict=True))
