@@ -25,10 +25,21 @@ ItemKey = tuple[str, str, datetime, int]
 
 
 class ItemCache:
-    def __init__(self, *, max_items: int, max_item_chars: int = 16_384) -> None:
+    """Bounded by item count and by the items' total chars (a proxy for their memory):
+    a worker's memory stays bounded whatever the sessions hold."""
+
+    def __init__(
+        self,
+        *,
+        max_items: int,
+        max_item_chars: int = 16_384,
+        max_total_chars: int = 32 * 1024 * 1024,
+    ) -> None:
         self.max_items = max_items
         self.max_item_chars = max_item_chars
+        self.max_total_chars = max_total_chars
         self._items: OrderedDict[ItemKey, StoredItem] = OrderedDict()
+        self._chars = 0
         self.hits = 0
         self.misses = 0
 
@@ -44,10 +55,19 @@ class ItemCache:
     def put(self, key: ItemKey, item: StoredItem) -> None:
         if self.max_items <= 0 or item.chars > self.max_item_chars:
             return
+        previous = self._items.get(key)
+        if previous is not None:
+            self._chars -= previous.chars
         self._items[key] = item
         self._items.move_to_end(key)
-        while len(self._items) > self.max_items:
-            self._items.popitem(last=False)
+        self._chars += item.chars
+        while len(self._items) > self.max_items or self._chars > self.max_total_chars:
+            _, evicted = self._items.popitem(last=False)
+            self._chars -= evicted.chars
+
+    @property
+    def chars(self) -> int:
+        return self._chars
 
     def __len__(self) -> int:
         return len(self._items)
@@ -61,32 +81,50 @@ class PromptCache:
     So (tenant, session, created_at, version, format, budget) names one answer for good: a
     read at the same version with the same budget gets the same bytes without reloading or
     re-projecting, and a write makes the old entries unreachable (they age out of the LRU).
-    Bounded by entries and by the size of each prompt; per process, no locking needed.
+    Bounded by entries, by the size of each prompt and by their total size (projected chars);
+    per process, no locking needed.
     """
 
-    def __init__(self, *, max_entries: int, max_entry_chars: int = 1_048_576) -> None:
+    def __init__(
+        self,
+        *,
+        max_entries: int,
+        max_entry_chars: int = 1_048_576,
+        max_total_chars: int = 16 * 1024 * 1024,
+    ) -> None:
         self.max_entries = max_entries
         self.max_entry_chars = max_entry_chars
-        self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self.max_total_chars = max_total_chars
+        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._chars = 0
         self.hits = 0
         self.misses = 0
 
     def get(self, key: Hashable) -> object | None:
-        value = self._entries.get(key)
-        if value is None:
+        entry = self._entries.get(key)
+        if entry is None:
             self.misses += 1
             return None
         self._entries.move_to_end(key)
         self.hits += 1
-        return value
+        return entry[0]
 
     def put(self, key: Hashable, value: object, *, chars: int) -> None:
         if self.max_entries <= 0 or chars > self.max_entry_chars:
             return
-        self._entries[key] = value
+        previous = self._entries.get(key)
+        if previous is not None:
+            self._chars -= previous[1]
+        self._entries[key] = (value, chars)
         self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self._chars += chars
+        while len(self._entries) > self.max_entries or self._chars > self.max_total_chars:
+            _, (_, evicted) = self._entries.popitem(last=False)
+            self._chars -= evicted
+
+    @property
+    def chars(self) -> int:
+        return self._chars
 
     def __len__(self) -> int:
         return len(self._entries)

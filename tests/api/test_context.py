@@ -413,3 +413,25 @@ async def test_appended_items_read_back_as_stored(client: httpx.AsyncClient, sid
     served = (await client.get(f"/v1/sessions/{sid}/context", params={"max_tokens": 10**6})).json()["items"]
     # byte for byte (key order too: the prompt must not depend on which process answers)
     assert json.dumps(served) == json.dumps(await all_items(client, sid))
+
+
+def test_caches_are_bounded_by_total_size() -> None:
+    from app.store.item_cache import ItemCache, PromptCache
+
+    prompts = PromptCache(max_entries=100, max_entry_chars=50, max_total_chars=100)
+    for n in range(5):
+        prompts.put(n, n, chars=40)
+    assert len(prompts) == 2 and prompts.chars == 80 and prompts.get(4) == 4 and prompts.get(2) is None
+    prompts.put(4, "again", chars=10)  # replacing an entry does not count it twice
+    assert prompts.chars == 50 and prompts.get(4) == "again"
+
+    items = ItemCache(max_items=100, max_item_chars=50, max_total_chars=100)
+    made = [stored({"type": "message", "role": "user", "content": "x" * 40, "id": f"i{n}", "seq": n,
+                    "tokens": 1, "chars": 40, "pinned": False, "metadata": {},
+                    "created_at": "2026-11-29T12:00:00+00:00"}) for n in range(5)]
+    for item in made:
+        items.put(("t", "s", item.created_at, item.seq), item)
+    assert len(items) == 2 and items.chars == 80
+    assert items.get(("t", "s", made[4].created_at, 4)) is made[4]
+    items.put(("t", "s", made[4].created_at, 4), made[4])
+    assert items.chars == 80
