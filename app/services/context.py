@@ -38,7 +38,7 @@ from app.domain.projection import (
 from app.domain.sessions import SessionState
 from app.services.runtime import Actor, Runtime
 from app.services.sessions import load_session
-from app.store.context import ContextRepository, OlderItems, WindowKeys
+from app.store.context import ContextRepository, WindowKeys
 from app.store.items import ItemRepository
 
 MAX_ATTEMPTS = 12
@@ -118,12 +118,12 @@ async def _at_once(
     budget: Budget,
     format: FormatName,
 ) -> tuple[ProjectedContext | None, bool]:
-    """The usual case without a transaction (no BEGIN and COMMIT round trips): the window's
-    keys, then the mandatory older items, each statement also returning the session's version;
-    equal to ``state``'s, they saw the same data (every write bumps the version). Then the
-    bodies not cached, which never change. Gives up (None) if a version differs (second value
-    True: a write landed since ``state`` was read) or the first batch does not settle the
-    window; the snapshot path then does the general case."""
+    """The usual case without a transaction (no BEGIN and COMMIT round trips): one statement
+    reads the window's keys, the mandatory older items and the session's version; equal to
+    ``state``'s, it saw the state ``state`` describes (every write bumps the version). Then
+    the bodies not cached, which never change. Gives up (None) if the version differs (second
+    value True: a write landed since ``state`` was read) or the first batch does not settle
+    the window; the snapshot path then does the general case."""
     hint = window_hint(budget, attempt=0)
     if hint is None:
         return None, False
@@ -134,25 +134,16 @@ async def _at_once(
         session_created_at=state.created_at,
         cache=rt.store.item_cache,
     )
-    window = await repo.window_keys(before_seq=None, limit=_batch_size(state, hint, 0))
+    window, older = await repo.first_batch(
+        limit=_batch_size(state, hint, 0),
+        include_system=budget.keep_system,
+        prefix_items=budget.pinned_prefix_items,
+    )
     if window.session_version != state.version:
         return None, True
     exhausted = window.older_seq is None
     if not exhausted and not _covered(window.rows, hint):
         return None, False
-    older = OlderItems(items=[], runs=[])
-    if not exhausted:
-        older = await repo.mandatory_before(
-            window,
-            window.rows[-1][0],
-            include_system=budget.keep_system,
-            prefix_items=budget.pinned_prefix_items,
-        )
-        version = older.session_version
-        if version is None:  # no mandatory row carried it
-            version = await repo.session_version()
-        if version != state.version:
-            return None, True
     wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
     items = await repo.items(wanted, live_only=False)
     if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide

@@ -93,10 +93,16 @@ def _window_keys(*, bounded: bool, at_least: int) -> tuple[RawQuery, int]:
     return query, rows
 
 
-def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Select[Any]:
-    """Mandatory items older than ``window_start``, each with its live neighbours' seqs and
-    the session's version."""
-    window_start = sa.bindparam("window_start")
+def _mandatory_statement(
+    *,
+    include_system: bool,
+    with_prefix: bool,
+    window_start: sa.ColumnElement[Any] | None = None,
+) -> sa.Select[Any]:
+    """Mandatory items older than ``window_start`` (default: the ``:window_start``
+    parameter), each with its live neighbours' seqs and the session's version."""
+    if window_start is None:
+        window_start = sa.bindparam("window_start")
     conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
     if include_system:
         # literal values: the partial index on mandatory items names these roles
@@ -138,6 +144,53 @@ def _mandatory_statement(*, include_system: bool, with_prefix: bool) -> sa.Selec
 
 
 _CREATED_AT = _ITEM_COLUMNS.index(t.c.created_at)
+
+
+def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int) -> Any:
+    """One statement (one snapshot, one round trip) for a read's usual case: the newest
+    ``rows`` keys (kind 0) and the mandatory items older than the newest ``rows // 2`` (kind
+    1). The caller's window is the newest ``limit`` keys with ``rows // 2 <= limit < rows``, so
+    the mandatory part covers everything older than the window, plus a few mandatory items
+    inside it, which the caller drops. Columns: kind, the item columns, previous and next live
+    seq, session version, first live seq (NULL where they do not apply). Counts are written
+    into the text, so Postgres plans each statement once."""
+    newest = (
+        sa.select(t.c.seq)
+        .where(_live())
+        .order_by(t.c.seq.desc())
+        .limit(sa.literal_column(str(rows // 2)))
+        .subquery("newest")
+    )
+    bound = sa.select(sa.func.min(newest.c.seq)).scalar_subquery()
+    mandatory = _mandatory_statement(
+        include_system=include_system, with_prefix=with_prefix, window_start=bound
+    ).subquery("mandatory")
+    keys = _window_keys_statement(bounded=False, rows=rows).subquery("keys")
+    seq, tokens, chars, first_live, version = keys.c
+    null = sa.null()
+    return sa.union_all(
+        sa.select(sa.literal_column("1").label("kind"), *mandatory.c, null),
+        sa.select(
+            sa.literal_column("0"),
+            seq,
+            null,
+            null,
+            tokens,
+            chars,
+            null,
+            null,
+            null,
+            null,
+            null,
+            version,
+            first_live,
+        ),
+    )
+
+
+_FIRST_BATCH: dict[tuple[bool, bool, int], RawQuery] = {}
+
+
 _VERSION = RawQuery(
     sa.select(sessions.c.version).where(
         sessions.c.tenant_id == sa.bindparam("tenant_id"),
@@ -236,6 +289,50 @@ class ContextRepository:
         older = rows[limit][0] if len(rows) > limit else None
         return WindowKeys(
             rows=keys, older_seq=older, first_live_seq=rows[0][3], session_version=rows[0][4]
+        )
+
+    async def first_batch(
+        self, *, limit: int, include_system: bool, prefix_items: int
+    ) -> tuple[WindowKeys, OlderItems]:
+        """``window_keys(before_seq=None, limit=limit)`` and ``mandatory_before`` the window
+        those keys make, in one statement (so one snapshot). The mandatory part only counts
+        if that batch turns out to be the whole window."""
+        rows = 32
+        while rows < limit + 1:
+            rows *= 2
+        variant = (include_system, prefix_items > 0, rows)
+        query = _FIRST_BATCH.get(variant)
+        if query is None:
+            query = _FIRST_BATCH[variant] = RawQuery(
+                _first_batch_statement(
+                    include_system=include_system, with_prefix=prefix_items > 0, rows=rows
+                ),
+                utc_columns=[1 + _CREATED_AT],
+            )
+        params: dict[str, Any] = dict(self._scope)
+        if prefix_items > 0:
+            params["prefix_items"] = prefix_items
+        found = await query.rows(self.db, params)
+        keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
+        if not keys:  # no live item: the version still has to come from this snapshot
+            version = await self.session_version()
+            empty = WindowKeys(
+                rows=[], older_seq=None, first_live_seq=None, session_version=version
+            )
+            return empty, OlderItems(items=[], runs=[], session_version=version)
+        window = WindowKeys(
+            rows=[(r[1], r[4], r[5]) for r in keys[:limit]],
+            older_seq=keys[limit][1] if len(keys) > limit else None,
+            first_live_seq=keys[0][12],
+            session_version=keys[0][11],
+        )
+        if window.older_seq is None:
+            return window, OlderItems(items=[], runs=[], session_version=window.session_version)
+        start = window.rows[-1][0]
+        older = sorted((r[1:] for r in found if r[0] == 1 and r[1] < start), key=lambda r: r[0])
+        found_older = _older(window, start, older)
+        return window, OlderItems(
+            items=found_older.items, runs=found_older.runs, session_version=window.session_version
         )
 
     async def session_version(self) -> int | None:
