@@ -366,8 +366,8 @@ def test_prompt_cache_is_bounded_and_skips_large_prompts() -> None:
 
 
 async def test_reads_racing_appends_are_each_one_consistent_state(client: httpx.AsyncClient, sid: str) -> None:
-    """A read checks the cache with the session row, then projects in a snapshot that may begin
-    after another append: every served prompt must be the state of exactly its version."""
+    """Reads racing appends: every served prompt must be the state of exactly its version.
+    (The race window is narrow; the next test drives the outdated-row paths deterministically.)"""
     import asyncio
 
     await create(client, sid)
@@ -435,3 +435,35 @@ def test_caches_are_bounded_by_total_size() -> None:
     assert items.get(("t", "s", made[4].created_at, 4)) is made[4]
     items.put(("t", "s", made[4].created_at, 4), made[4])
     assert items.chars == 80
+
+
+async def test_a_read_that_started_before_a_write_serves_the_new_state(settings: Any) -> None:
+    """Both ways a context read can find the session row it started from outdated (the
+    usual case's single statement, and the snapshot path) must notice and serve the state
+    that is there now, never a mix of the two."""
+    from app.main import create_app
+    from app.services import context as service
+    from app.services.runtime import Actor
+    from app.services.sessions import load_session
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        rt = app.state.runtime
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            sid = "stale-read"
+            await create(c, sid)
+            assert (await append(c, sid, [user("first")])).status_code == 201
+            async with rt.store.read() as db:
+                stale = await load_session(db, Actor(), sid)
+            assert (await append(c, sid, [user("second")])).status_code == 201
+        budget = Budget(max_tokens=1000)
+        async with rt.store.read() as db:
+            at_once, outdated = await service._at_once(rt, db, Actor(), stale, budget, "openai-chat")
+        assert at_once is None and outdated
+        state, _, projected = await service._in_snapshot(
+            rt, Actor(), sid, stale, {"max_tokens": 1000}, "openai-chat"
+        )
+        assert state.version == stale.version + 1
+        assert [m["content"] for m in projected.payload["messages"]] == ["first", "second"]
+        served = await service.read_context(rt, Actor(), sid, format="openai-chat", overrides={"max_tokens": 1000})
+        assert served.version == state.version and served.projected.payload == projected.payload
