@@ -58,7 +58,7 @@ class RawQuery:
         values = {**self._defaults, **params}
         cursor = driver.cursor()  # type: ignore[union-attr]
         try:
-            await cursor.execute(sql, values, prepare=True)
+            await cursor.execute(sql, values)  # prepared by psycopg once it repeats
             rows: list[Any] = await cursor.fetchall()
         except db.dialect.loaded_dbapi.Error as exc:
             # As SQLAlchemy would: a lost connection is invalidated (not returned to the pool)
