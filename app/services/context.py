@@ -89,9 +89,7 @@ async def read_context(
         state = await load_session(db, actor, session_id)
         budget = _budget(state, overrides)
         if memo is not None:
-            cached = memo.get(
-                (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
-            )
+            cached = memo.get(_memo_key(actor, state, format, budget))
             if isinstance(cached, ContextResult):
                 rt.notify("context_projected", cached.projected.report.projected_tokens)
                 return cached
@@ -105,9 +103,28 @@ async def read_context(
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:
-        key = (actor.tenant_id, session_id, state.created_at, state.version, format, budget)
-        memo.put(key, result, chars=projected.report.projected_chars)
+        memo.put(
+            _memo_key(actor, state, format, budget), result, chars=projected.report.projected_chars
+        )
     return result
+
+
+def _memo_key(actor: Actor, state: SessionState, format: FormatName, budget: Budget) -> object:
+    """What names one prompt for good: the session (its creation time tells it from an
+    earlier one with the same id), its version, the format and the budget."""
+    return (actor.tenant_id, state.id, state.created_at, state.version, format, budget)
+
+
+def _repository(
+    rt: Runtime, db: AsyncConnection, actor: Actor, state: SessionState
+) -> ContextRepository:
+    return ContextRepository(
+        db,
+        actor.tenant_id,
+        state.id,
+        session_created_at=state.created_at,
+        cache=rt.store.item_cache,
+    )
 
 
 async def _at_once(
@@ -127,13 +144,7 @@ async def _at_once(
     hint = window_hint(budget, attempt=0)
     if hint is None:
         return None, False
-    repo = ContextRepository(
-        db,
-        actor.tenant_id,
-        state.id,
-        session_created_at=state.created_at,
-        cache=rt.store.item_cache,
-    )
+    repo = _repository(rt, db, actor, state)
     window, older = await repo.first_batch(
         limit=_batch_size(state, hint, 0),
         include_system=budget.keep_system,
@@ -199,13 +210,7 @@ async def _project(
     and None comes back if it is not ``state``'s (every write bumps the version, so an equal
     version means an identical row)."""
     session_id = state.id
-    repo = ContextRepository(
-        db,
-        actor.tenant_id,
-        session_id,
-        session_created_at=state.created_at,
-        cache=rt.store.item_cache,
-    )
+    repo = _repository(rt, db, actor, state)
 
     async def whole_memory() -> ProjectedContext:
         items = await ItemRepository(db).list_live(

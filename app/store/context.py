@@ -37,13 +37,24 @@ _BODY_CHUNK = 1000
 
 # The statements are built once: building one (aliases, column proxies, cache key) costs more
 # than running it. Values are bound parameters.
-def _live(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
+def _of_session(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
     c = table.c
     return sa.and_(
-        c.tenant_id == sa.bindparam("tenant_id"),
-        c.session_id == sa.bindparam("session_id"),
-        sa.not_(c.archived),
+        c.tenant_id == sa.bindparam("tenant_id"), c.session_id == sa.bindparam("session_id")
     )
+
+
+def _live(table: sa.TableClause = t) -> sa.ColumnElement[bool]:
+    return sa.and_(_of_session(table), sa.not_(table.c.archived))
+
+
+def _rows_for(at_least: int) -> int:
+    """The smallest power of two >= ``at_least`` (32 at least): row counts are written into
+    the statements' text, and this keeps them to a handful."""
+    rows = 32
+    while rows < at_least:
+        rows *= 2
+    return rows
 
 
 def _session_version() -> sa.ScalarSelect[Any]:
@@ -79,18 +90,14 @@ def _window_keys_statement(*, bounded: bool, rows: int) -> sa.Select[Any]:
 _WINDOW_KEYS: dict[tuple[bool, int], RawQuery] = {}
 
 
-def _window_keys(*, bounded: bool, at_least: int) -> tuple[RawQuery, int]:
-    """The statement for the smallest power-of-two row count >= ``at_least`` (a handful of
-    statements in all), and that count."""
-    rows = 32
-    while rows < at_least:
-        rows *= 2
+def _window_keys(*, bounded: bool, at_least: int) -> RawQuery:
+    rows = _rows_for(at_least)
     query = _WINDOW_KEYS.get((bounded, rows))
     if query is None:
         query = _WINDOW_KEYS[(bounded, rows)] = RawQuery(
             _window_keys_statement(bounded=bounded, rows=rows)
         )
-    return query, rows
+    return query
 
 
 def _mandatory_statement(
@@ -100,7 +107,7 @@ def _mandatory_statement(
     window_start: sa.ColumnElement[Any] | None = None,
 ) -> sa.Select[Any]:
     """Mandatory items older than ``window_start`` (default: the ``:window_start``
-    parameter), each with its live neighbours' seqs and the session's version."""
+    parameter), each with its live neighbours' seqs."""
     if window_start is None:
         window_start = sa.bindparam("window_start")
     conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
@@ -138,7 +145,7 @@ def _mandatory_statement(
         .where(_live(after), after.c.seq > t.c.seq)
         .scalar_subquery()
     )
-    return sa.select(*_ITEM_COLUMNS, previous_live, next_live, _session_version()).where(
+    return sa.select(*_ITEM_COLUMNS, previous_live, next_live).where(
         _live(), t.c.seq < window_start, sa.or_(*conditions)
     )
 
@@ -152,8 +159,8 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
     1). The caller's window is the newest ``limit`` keys with ``rows // 2 <= limit < rows``, so
     the mandatory part covers everything older than the window, plus a few mandatory items
     inside it, which the caller drops. Columns: kind, the item columns, previous and next live
-    seq, session version, first live seq (NULL where they do not apply). Counts are written
-    into the text, so Postgres plans each statement once."""
+    seq, session version, first live seq (NULL where they do not apply; the keys carry the
+    version). Counts are written into the text, so Postgres plans each statement once."""
     newest = (
         sa.select(t.c.seq)
         .where(_live())
@@ -169,7 +176,7 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
     seq, tokens, chars, first_live, version = keys.c
     null = sa.null()
     return sa.union_all(
-        sa.select(sa.literal_column("1").label("kind"), *mandatory.c, null),
+        sa.select(sa.literal_column("1").label("kind"), *mandatory.c, null, null),
         sa.select(
             sa.literal_column("0"),
             seq,
@@ -191,26 +198,14 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
 _FIRST_BATCH: dict[tuple[bool, bool, int], RawQuery] = {}
 
 
-_VERSION = RawQuery(
-    sa.select(sessions.c.version).where(
-        sessions.c.tenant_id == sa.bindparam("tenant_id"),
-        sessions.c.id == sa.bindparam("session_id"),
-    )
-)
+_VERSION = RawQuery(sa.select(_session_version()))
 
 
 def _bodies(*, live_only: bool) -> RawQuery:
     """Items by seq. ``live_only=False``: archived ones too; a stored item never changes
     (archiving only flips its flag), so they can be read after the statement that decided
     which seqs are wanted."""
-    scope = (
-        _live()
-        if live_only
-        else sa.and_(
-            t.c.tenant_id == sa.bindparam("tenant_id"),
-            t.c.session_id == sa.bindparam("session_id"),
-        )
-    )
+    scope = _live() if live_only else _of_session()
     return RawQuery(
         sa.select(*_ITEM_COLUMNS).where(scope, t.c.seq.in_(sa.bindparam("seqs", expanding=True))),
         postgres=sa.select(*_ITEM_COLUMNS).where(
@@ -248,13 +243,10 @@ class WindowKeys:
 
 @dataclass(frozen=True, slots=True)
 class OlderItems:
-    """Mandatory items older than the window, ascending, and the unloaded runs around them.
-    ``session_version``: the session's version in the statement's snapshot (None: no row was
-    returned to carry it)."""
+    """Mandatory items older than the window, ascending, and the unloaded runs around them."""
 
     items: list[StoredItem]
     runs: list[tuple[int, int]]
-    session_version: int | None = None
 
 
 class ContextRepository:
@@ -277,19 +269,13 @@ class ContextRepository:
     async def window_keys(self, *, before_seq: int | None, limit: int) -> WindowKeys:
         """Up to ``limit`` live items older than ``before_seq`` (None: the newest), newest
         first, as integers; plus the seq of the next older live item and of the oldest."""
-        query, _ = _window_keys(bounded=before_seq is not None, at_least=limit + 1)
+        query = _window_keys(bounded=before_seq is not None, at_least=limit + 1)
         params: dict[str, Any] = dict(self._scope)
         if before_seq is not None:
             params["before_seq"] = before_seq
         rows = await query.rows(self.db, params)
-        if not rows:  # no live item: the version still has to come from this snapshot
-            version = await self.session_version()
-            return WindowKeys(rows=[], older_seq=None, first_live_seq=None, session_version=version)
-        keys = [(seq, tokens, chars) for seq, tokens, chars, _, _ in rows[:limit]]
-        older = rows[limit][0] if len(rows) > limit else None
-        return WindowKeys(
-            rows=keys, older_seq=older, first_live_seq=rows[0][3], session_version=rows[0][4]
-        )
+        first_live, version = (rows[0][3], rows[0][4]) if rows else (None, None)
+        return await self._window([r[:3] for r in rows], limit, first_live, version)
 
     async def first_batch(
         self, *, limit: int, include_system: bool, prefix_items: int
@@ -297,15 +283,12 @@ class ContextRepository:
         """``window_keys(before_seq=None, limit=limit)`` and ``mandatory_before`` the window
         those keys make, in one statement (so one snapshot). The mandatory part only counts
         if that batch turns out to be the whole window."""
-        rows = 32
-        while rows < limit + 1:
-            rows *= 2
-        variant = (include_system, prefix_items > 0, rows)
+        variant = (include_system, prefix_items > 0, _rows_for(limit + 1))
         query = _FIRST_BATCH.get(variant)
         if query is None:
             query = _FIRST_BATCH[variant] = RawQuery(
                 _first_batch_statement(
-                    include_system=include_system, with_prefix=prefix_items > 0, rows=rows
+                    include_system=include_system, with_prefix=prefix_items > 0, rows=variant[2]
                 ),
                 utc_columns=[1 + _CREATED_AT],
             )
@@ -314,25 +297,31 @@ class ContextRepository:
             params["prefix_items"] = prefix_items
         found = await query.rows(self.db, params)
         keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
-        if not keys:  # no live item: the version still has to come from this snapshot
-            version = await self.session_version()
-            empty = WindowKeys(
-                rows=[], older_seq=None, first_live_seq=None, session_version=version
-            )
-            return empty, OlderItems(items=[], runs=[], session_version=version)
-        window = WindowKeys(
-            rows=[(r[1], r[4], r[5]) for r in keys[:limit]],
-            older_seq=keys[limit][1] if len(keys) > limit else None,
-            first_live_seq=keys[0][12],
-            session_version=keys[0][11],
-        )
+        first_live, version = (keys[0][12], keys[0][11]) if keys else (None, None)
+        window = await self._window([(r[1], r[4], r[5]) for r in keys], limit, first_live, version)
         if window.older_seq is None:
-            return window, OlderItems(items=[], runs=[], session_version=window.session_version)
+            return window, OlderItems(items=[], runs=[])
         start = window.rows[-1][0]
         older = sorted((r[1:] for r in found if r[0] == 1 and r[1] < start), key=lambda r: r[0])
-        found_older = _older(window, start, older)
-        return window, OlderItems(
-            items=found_older.items, runs=found_older.runs, session_version=window.session_version
+        return window, _older(window, start, older)
+
+    async def _window(
+        self,
+        keys: Sequence[Sequence[int]],
+        limit: int,
+        first_live: int | None,
+        version: int | None,
+    ) -> WindowKeys:
+        """The window from ``(seq, tokens, chars)`` rows, newest first (one past ``limit``
+        names the next older item). No rows: no live item, and the version still has to
+        come from this snapshot."""
+        if not keys:
+            version = await self.session_version()
+        return WindowKeys(
+            rows=[(seq, tokens, chars) for seq, tokens, chars in keys[:limit]],
+            older_seq=keys[limit][0] if len(keys) > limit else None,
+            first_live_seq=first_live,
+            session_version=version,
         )
 
     async def session_version(self) -> int | None:
@@ -402,4 +391,4 @@ def _older(window: WindowKeys, window_start: int, rows: Sequence[Any]) -> OlderI
         if start is not None and previous is not None and start < seq:
             runs.append((int(start), int(previous)))
         start = following
-    return OlderItems(items=items, runs=runs, session_version=rows[0][10] if rows else None)
+    return OlderItems(items=items, runs=runs)

@@ -48,8 +48,8 @@ async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
     scope = {"tenant_id": "default", "session_id": "raw-1"}
     cases: list[tuple[Any, dict[str, Any]]] = [
         (_GET, scope),
-        (ctx._window_keys(bounded=True, at_least=20)[0], {**scope, "before_seq": 80}),
-        (ctx._window_keys(bounded=False, at_least=100)[0], scope),
+        (ctx._window_keys(bounded=True, at_least=20), {**scope, "before_seq": 80}),
+        (ctx._window_keys(bounded=False, at_least=100), scope),
         (ctx._VERSION, scope),
         (ctx._BODIES, {**scope, "seqs": [1, 2, 5, 90, 91]}),
         (ctx._ANY_BODIES, {**scope, "seqs": [3, 4, 1000]}),
