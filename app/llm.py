@@ -197,8 +197,6 @@ class LLMClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    close = aclose
-
     def _payload(
         self,
         messages: Sequence[Mapping[str, str]],

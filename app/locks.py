@@ -24,8 +24,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -51,33 +50,18 @@ def lock_key(tenant_id: str, session_id: str) -> str:
 
 @dataclass
 class LockStats:
-    """Wait times in seconds of the last acquisitions; ``listener`` (set by app.metrics) hears
-    of every wait with its outcome, ``"acquired"`` or ``"timeout"``."""
+    """``listener`` (set by app.metrics) hears of every lock wait, in seconds, with its
+    outcome, ``"acquired"`` or ``"timeout"``."""
 
-    waits: list[float] = field(default_factory=list)
-    timeouts: int = 0
-    acquired: int = 0
     listener: Callable[[float, str], None] | None = None
 
     def record(self, seconds: float) -> None:
-        self.acquired += 1
-        if len(self.waits) < 10_000:
-            self.waits.append(seconds)
         if self.listener is not None:
             self.listener(seconds, "acquired")
 
     def record_timeout(self, seconds: float) -> None:
-        self.timeouts += 1
         if self.listener is not None:
             self.listener(seconds, "timeout")
-
-
-class SessionLocks(Protocol):
-    def hold(self, key: str) -> AsyncIterator[None]: ...  # an async context manager
-
-    async def ping(self) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class _KeyedLocal:

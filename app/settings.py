@@ -7,7 +7,6 @@ groups with ``__`` for the rest (``LIMITS__MAX_ITEMS_PER_APPEND=500``, ``LLM__BA
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -134,16 +133,6 @@ class Settings(BaseSettings):
         if value.startswith("sqlite:///"):
             value = "sqlite+aiosqlite:///" + value[len("sqlite:///") :]
         return value
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
-    def sqlite_path(self) -> Path | None:
-        if not self.is_sqlite:
-            return None
-        path = self.database_url.split(":///", 1)[1]
-        return None if path in ("", ":memory:") else Path(path)
 
 
 @lru_cache(maxsize=1)

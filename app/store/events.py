@@ -58,8 +58,3 @@ class EventRepository:
             stmt = stmt.where(t.c.seq > after_seq)
         stmt = stmt.order_by(t.c.seq).limit(limit)
         return [EventRecord(**r._mapping) for r in (await self.db.execute(stmt)).all()]
-
-    async def delete_session(self, tenant_id: str, session_id: str) -> None:
-        await self.db.execute(
-            sa.delete(t).where(t.c.tenant_id == tenant_id, t.c.session_id == session_id)
-        )

@@ -40,16 +40,12 @@ class ItemCache:
         self.max_total_chars = max_total_chars
         self._items: OrderedDict[ItemKey, StoredItem] = OrderedDict()
         self._chars = 0
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: ItemKey) -> StoredItem | None:
         item = self._items.get(key)
         if item is None:
-            self.misses += 1
             return None
         self._items.move_to_end(key)
-        self.hits += 1
         return item
 
     def put(self, key: ItemKey, item: StoredItem) -> None:
@@ -97,16 +93,12 @@ class PromptCache:
         self.max_total_chars = max_total_chars
         self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self._chars = 0
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: Hashable) -> object | None:
         entry = self._entries.get(key)
         if entry is None:
-            self.misses += 1
             return None
         self._entries.move_to_end(key)
-        self.hits += 1
         return entry[0]
 
     def put(self, key: Hashable, value: object, *, chars: int) -> None:

@@ -8,7 +8,6 @@ follows the rows returned, not the session's history.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -89,16 +88,6 @@ class ItemRepository:
         except IntegrityError as exc:
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
 
-    async def live_ids_among(
-        self, tenant_id: str, session_id: str, item_ids: Sequence[str]
-    ) -> list[str]:
-        if not item_ids:
-            return []
-        stmt = sa.select(t.c.item_id).where(
-            self._live(tenant_id, session_id), t.c.item_id.in_(list(item_ids))
-        )
-        return [r[0] for r in (await self.db.execute(stmt)).all()]
-
     async def list_live(
         self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
     ) -> list[StoredItem]:
@@ -119,9 +108,6 @@ class ItemRepository:
         rows = (await self.db.execute(stmt)).all()
         return [_item(r) for r in reversed(rows)]
 
-    async def first_live(self, tenant_id: str, session_id: str, *, count: int) -> list[StoredItem]:
-        return await self.list_live(tenant_id, session_id, after_seq=None, limit=count)
-
     async def live_from_seq(
         self, tenant_id: str, session_id: str, *, from_seq: int
     ) -> list[StoredItem]:
@@ -132,42 +118,12 @@ class ItemRepository:
         )
         return [_item(r) for r in (await self.db.execute(stmt)).all()]
 
-    async def mandatory_live(
-        self, tenant_id: str, session_id: str, *, before_seq: int
-    ) -> list[StoredItem]:
-        """Pinned items and system/developer messages older than ``before_seq``."""
-        stmt = (
-            sa.select(*_ITEM_COLUMNS)
-            .where(
-                self._live(tenant_id, session_id),
-                t.c.seq < before_seq,
-                sa.or_(t.c.pinned, t.c.role.in_(("system", "developer"))),
-            )
-            .order_by(t.c.seq)
-        )
-        return [_item(r) for r in (await self.db.execute(stmt)).all()]
-
     async def get_live(self, tenant_id: str, session_id: str, item_id: str) -> StoredItem | None:
         stmt = sa.select(*_ITEM_COLUMNS).where(
             self._live(tenant_id, session_id), t.c.item_id == item_id
         )
         row = (await self.db.execute(stmt)).first()
         return _item(row) if row else None
-
-    async def nth_newest_seq(self, tenant_id: str, session_id: str, *, n: int) -> int | None:
-        """The seq of the n-th newest live item (1 = newest), or None if there are fewer."""
-        stmt = (
-            sa.select(t.c.seq)
-            .where(self._live(tenant_id, session_id))
-            .order_by(t.c.seq.desc())
-            .offset(n - 1)
-            .limit(1)
-        )
-        return (await self.db.execute(stmt)).scalar()
-
-    async def first_live_seq(self, tenant_id: str, session_id: str) -> int | None:
-        stmt = sa.select(sa.func.min(t.c.seq)).where(self._live(tenant_id, session_id))
-        return (await self.db.execute(stmt)).scalar()
 
     async def history(
         self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
@@ -203,9 +159,3 @@ class ItemRepository:
             stmt = stmt.where(t.c.seq.in_(list(seqs)))
         result = await self.db.execute(stmt.values(archived=True, archived_reason=reason))
         return int(result.rowcount or 0)
-
-    async def delete_session(self, tenant_id: str, session_id: str) -> None:
-        await self.db.execute(sa.delete(t).where(self._session(tenant_id, session_id)))
-
-    async def created_at_now(self) -> datetime:  # pragma: no cover - convenience for tests
-        return (await self.db.execute(sa.select(sa.func.now()))).scalar_one()

@@ -107,10 +107,6 @@ class SessionRepository:
         # positional: _COLUMNS is in SessionState's field order (a test checks it)
         return SessionState(*rows[0]) if rows else None
 
-    async def exists(self, tenant_id: str, session_id: str) -> bool:
-        row = await self.db.execute(sa.select(t.c.version).where(self._key(tenant_id, session_id)))
-        return row.first() is not None
-
     async def _insert_new(self, values: dict[str, Any]) -> bool:
         """Insert a session row unless the id is taken; True if inserted."""
         stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
