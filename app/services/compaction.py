@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -281,7 +280,7 @@ async def run_compaction(
         if request.dry_run:
             async with rt.store.read() as db:
                 loaded = await _load(db, actor, session_id)
-            return _dry(request, loaded, _fold)
+            return _dry(request, loaded)
 
         async def op(db: AsyncConnection, now: datetime) -> tuple[CompactResult, int]:
             loaded = await _load(db, actor, session_id)
@@ -353,12 +352,8 @@ async def run_compaction(
     return (outcome[0] if outcome else None), encoded
 
 
-def _dry(
-    request: CompactRequest,
-    loaded: _Loaded,
-    fold: Callable[[CompactRequest, _Loaded, CutPlan], CompactResult],
-) -> tuple[CompactResult, Encoded]:
-    result = fold(request, loaded, _plan(request, loaded.items))
+def _dry(request: CompactRequest, loaded: _Loaded) -> tuple[CompactResult, Encoded]:
+    result = _fold(request, loaded, _plan(request, loaded.items))
     return result, encode_result(result, loaded.state.version)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import DuplicateItemId, InvalidInput, ItemNotFound, LimitExceeded
+from app.domain.formats import ingest
 from app.domain.items import NewItem, StoredItem, body_to_dict, item_chars, new_item_id
 from app.domain.sessions import SessionState, check_session_id
 from app.domain.tokens import item_tokens
@@ -46,14 +47,7 @@ class Measured:
 
 def ingest_batch(fmt: str, raw_items: list[Any], *, system: Any = None) -> list[NewItem]:
     """Normalise a batch written in ``fmt`` (the formats module knows every wire format)."""
-    import importlib
-
-    ingest = getattr(importlib.import_module("app.domain.formats"), "ingest", None)
-    if ingest is None:  # TEMPORARY until the formats package lands
-        from app.domain.items import parse_canonical_items
-
-        return parse_canonical_items(raw_items)
-    return ingest(fmt, raw_items, system=system)  # type: ignore[no-any-return]
+    return ingest(fmt, raw_items, system=system)
 
 
 def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:

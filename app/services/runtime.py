@@ -95,7 +95,7 @@ class Runtime:
         try:
             self.auto_compactor.after_append(self, actor, session_id, state)
         except Exception:  # a bug here must not turn a stored append into an error
-            logging.getLogger(__name__).exception("auto-compaction check failed")
+            log.exception("auto-compaction check failed")
 
     def notify(self, hook: str, *args: object) -> None:
         """Tell whoever listens (app.metrics) that something happened; hooks and their

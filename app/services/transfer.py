@@ -29,8 +29,8 @@ async def export_session(
         created["id"] = record.id
         return Encoded(201, jsonutil.dumps({"id": record.id}))
 
-    encoded = await snapshots.create_snapshot(rt, actor, session_id, label=label, encode=encode)
-    snapshot_id = created.get("id") or jsonutil.loads(encoded.body)["id"]
+    await snapshots.create_snapshot(rt, actor, session_id, label=label, encode=encode)
+    snapshot_id = created["id"]  # no Idempotency-Key: never a replay, so encode ran
     return await snapshots.export_snapshot(rt, actor, session_id, snapshot_id)
 
 

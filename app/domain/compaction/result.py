@@ -24,7 +24,6 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "LIST_FIELDS",
     "SECTION_TITLES",
     "CompactPolicy",
     "CompactReport",
@@ -37,17 +36,6 @@ __all__ = [
 ]
 
 CompactPolicy: TypeAlias = Literal["window", "structured", "llm"]
-
-LIST_FIELDS = (
-    "completed",
-    "pending",
-    "decisions",
-    "errors",
-    "test_results",
-    "open_questions",
-    "read_files",
-    "modified_files",
-)
 
 # Rendering order; ``tools_called`` and ``earlier_summary`` are rendered specially.
 SECTION_TITLES: dict[str, str] = {

@@ -53,14 +53,6 @@ _REPRESENTABLE: dict[str, Callable[[CanonicalItem], bool]] = {
     "anthropic": anthropic.representable,
 }
 
-# Payload keys per format, in the order they appear.
-PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
-    "canonical": ("items",),
-    "openai-chat": ("messages",),
-    "openai-responses": ("input",),
-    "anthropic": ("system", "messages"),
-}
-
 
 def _check_format(format: str) -> None:
     if format not in _RENDER:
@@ -138,7 +130,6 @@ def payload_usage(
 
 __all__ = [
     "FORMAT_NAMES",
-    "PAYLOAD_KEYS",
     "Entry",
     "FormatName",
     "TokenCache",

@@ -226,8 +226,3 @@ def check_keys(
         problems.add([*loc, key], "field not supported by the canonical item model")
 
 
-def expect_str(value: Any, loc: Loc, problems: Problems, *, name: str) -> str | None:
-    if isinstance(value, str):
-        return value
-    problems.add(loc, f"{name} must be a string")
-    return None
