@@ -50,6 +50,25 @@ def ingest_batch(fmt: str, raw_items: list[Any], *, system: Any = None) -> list[
     return ingest(fmt, raw_items, system=system)
 
 
+def _stored(
+    measured: Sequence[Measured], ids: Sequence[str], first_seq: int, now: datetime
+) -> list[StoredItem]:
+    """The batch as stored: consecutive seqs from ``first_seq``, all created ``now``."""
+    return [
+        StoredItem(
+            body=m.item.body,
+            id=ids[i],
+            seq=first_seq + i,
+            tokens=m.tokens,
+            chars=m.chars,
+            pinned=m.item.pinned,
+            metadata=m.item.metadata,
+            created_at=now,
+        )
+        for i, m in enumerate(measured)
+    ]
+
+
 def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
     limits = rt.settings.limits
     if not batch:
@@ -127,20 +146,7 @@ async def append_items(
             await fail_write(db, actor, session_id, if_match)
             raise AssertionError("unreachable")
         first_seq = state.last_seq - count + 1
-        stored = [
-            StoredItem(
-                body=m.item.body,
-                id=ids[i],
-                seq=first_seq + i,
-                tokens=m.tokens,
-                chars=m.chars,
-                pinned=m.item.pinned,
-                metadata=m.item.metadata,
-                created_at=now,
-            )
-            for i, m in enumerate(measured)
-        ]
-        return AppendResult(stored, state.version, state)
+        return AppendResult(_stored(measured, ids, first_seq, now), state.version, state)
 
     async def op(db: AsyncConnection, now: datetime) -> AppendResult:
         if fast:
@@ -162,19 +168,8 @@ async def append_items(
             await fail_write(db, actor, session_id, if_match)
             raise AssertionError("unreachable")
         first_seq = state.last_seq - count + 1
-        stored = [
-            StoredItem(
-                body=m.item.body,
-                id=m.item.id or new_item_id(),
-                seq=first_seq + i,
-                tokens=m.tokens,
-                chars=m.chars,
-                pinned=m.item.pinned,
-                metadata=m.item.metadata,
-                created_at=now,
-            )
-            for i, m in enumerate(measured)
-        ]
+        ids = [m.item.id or new_item_id() for m in measured]
+        stored = _stored(measured, ids, first_seq, now)
         await ItemRepository(db).insert(actor.tenant_id, session_id, stored)
         appended = event(
             actor,

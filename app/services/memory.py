@@ -16,11 +16,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.errors import EmptyWorkingMemory, VersionMismatch
+from app.domain.errors import EmptyWorkingMemory
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime
-from app.services.sessions import check_visible, load_session, record_write
+from app.services.sessions import check_visible, load_current, record_write
 from app.store.items import ItemRepository
 from app.store.sessions import Counters
 
@@ -35,17 +35,6 @@ class PopResult:
 class ClearResult:
     cleared_items: int
     state: SessionState
-
-
-async def _current(
-    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
-) -> SessionState:
-    state = await load_session(db, actor, session_id)
-    if if_match is not None and state.version != if_match:
-        raise VersionMismatch(
-            f"session is at version {state.version}, the request expected {if_match}"
-        )
-    return state
 
 
 async def pop_item(
@@ -65,7 +54,7 @@ async def pop_item(
     check_visible(actor, session_id)
 
     async def op(db: AsyncConnection, now: datetime) -> PopResult:
-        state = await _current(db, actor, session_id, if_match)
+        state = await load_current(db, actor, session_id, if_match)
         items = ItemRepository(db)
         newest = await items.last_live(actor.tenant_id, session_id, count=1)
         if not newest:
@@ -104,7 +93,7 @@ async def clear_items(
     check_visible(actor, session_id)
 
     async def op(db: AsyncConnection, now: datetime) -> ClearResult:
-        state = await _current(db, actor, session_id, if_match)
+        state = await load_current(db, actor, session_id, if_match)
         archived = await ItemRepository(db).archive(actor.tenant_id, session_id, reason="cleared")
         bumped = await record_write(
             db,

@@ -37,6 +37,18 @@ async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> Se
     return state
 
 
+async def load_current(
+    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
+) -> SessionState:
+    """``load_session``, refused with 412 if the caller expected another version."""
+    state = await load_session(db, actor, session_id)
+    if if_match is not None and state.version != if_match:
+        raise VersionMismatch(
+            f"session is at version {state.version}, the request expected {if_match}"
+        )
+    return state
+
+
 async def fail_write(
     db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
 ) -> None:
@@ -225,11 +237,7 @@ async def delete_session(
     check_visible(actor, session_id)
 
     async def op(db: AsyncConnection, now: datetime) -> None:
-        state = await load_session(db, actor, session_id)
-        if if_match is not None and state.version != if_match:
-            raise VersionMismatch(
-                f"session is at version {state.version}, the request expected {if_match}"
-            )
+        await load_current(db, actor, session_id, if_match)
         await SessionRepository(db).delete_everything(actor.tenant_id, session_id)
 
     await rt.run_write(actor, session_id, op=op, encode=lambda _: Encoded(204, ""))

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.errors import InvalidInput, SessionExists, SnapshotNotFound, VersionMismatch
+from app.domain.errors import InvalidInput, SessionExists, SnapshotNotFound
 from app.domain.items import StoredItem, body_to_dict, item_chars, new_item_id
 from app.domain.sessions import SessionState, check_session_id
 from app.domain.snapshots import (
@@ -34,6 +34,7 @@ from app.services.sessions import (
     check_visible,
     fail_write,
     json_size,
+    load_current,
     load_session,
     record_write,
 )
@@ -159,17 +160,6 @@ async def _freeze(
     return record
 
 
-async def _current(
-    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
-) -> SessionState:
-    state = await load_session(db, actor, session_id)
-    if if_match is not None and state.version != if_match:
-        raise VersionMismatch(
-            f"session is at version {state.version}, the request expected {if_match}"
-        )
-    return state
-
-
 def _check_label(label: str | None) -> str | None:
     if label is not None and len(label) > MAX_LABEL_CHARS:
         raise InvalidInput(
@@ -194,7 +184,7 @@ async def create_snapshot(
     _check_label(label)
 
     async def op(db: AsyncConnection, now: datetime) -> SnapshotRecord:
-        state = await _current(db, actor, session_id, if_match)
+        state = await load_current(db, actor, session_id, if_match)
         record = await _freeze(db, actor, state, label=label, now=now)
         await record_write(
             db,
@@ -311,7 +301,7 @@ async def restore_session(
         early = prepare(rt, parse_document(document, root=["snapshot"]), root=["snapshot"])
 
     async def op(db: AsyncConnection, now: datetime) -> RestoreResult:
-        state = await _current(db, actor, session_id, if_match)
+        state = await load_current(db, actor, session_id, if_match)
         prepared = early
         if snapshot_id is not None:
             prepared = await _require_snapshot(db, actor, session_id, snapshot_id, early)

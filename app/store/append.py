@@ -27,8 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import jsonutil
 from app.domain.errors import DuplicateItemId
-from app.domain.items import NewItem, body_to_dict, item_texts
+from app.domain.items import NewItem
 from app.domain.sessions import SessionState
+from app.store.items import body_columns
 from app.store.raw import RawQuery
 from app.store.sessions import _COLUMNS
 from app.store.tables import UTCDateTime
@@ -105,20 +106,15 @@ class AppendRepository:
         rows: list[dict[str, Any]] = []
         tokens = chars = 0
         for ordinal, (item, item_id, item_tokens, item_chars) in enumerate(batch, start=1):
-            body = item.body
             rows.append(
                 {
                     "ord": ordinal,
                     "item_id": item_id,
-                    "type": body.type,
-                    "role": getattr(body, "role", None),
-                    "call_id": getattr(body, "call_id", None),
-                    "body": body_to_dict(body),
+                    **body_columns(item.body),
                     "tokens": item_tokens,
                     "chars": item_chars,
                     "pinned": item.pinned,
                     "metadata": item.metadata,
-                    "search_text": "\n".join(item_texts(body)),
                 }
             )
             tokens += item_tokens

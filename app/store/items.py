@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import DuplicateItemId
-from app.domain.items import StoredItem, body_from_dict, body_to_dict, item_texts
+from app.domain.items import CanonicalItem, StoredItem, body_from_dict, body_to_dict, item_texts
 from app.store.tables import items as t
 
 _ITEM_COLUMNS = [
@@ -46,24 +46,30 @@ def _item(row: sa.Row[Any]) -> StoredItem:
     )
 
 
+def body_columns(body: CanonicalItem) -> dict[str, Any]:
+    """The columns an item's body fills (both append paths write them the same way)."""
+    return {
+        "type": body.type,
+        "role": getattr(body, "role", None),
+        "call_id": getattr(body, "call_id", None),
+        "body": body_to_dict(body),
+        "search_text": "\n".join(item_texts(body)),
+    }
+
+
 def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any]:
-    body = item.body
     return {
         "tenant_id": tenant_id,
         "session_id": session_id,
         "seq": item.seq,
         "item_id": item.id,
-        "type": body.type,
-        "role": getattr(body, "role", None),
-        "call_id": getattr(body, "call_id", None),
-        "body": body_to_dict(body),
+        **body_columns(item.body),
         "tokens": item.tokens,
         "chars": item.chars,
         "pinned": item.pinned,
         "metadata": item.metadata,
         "archived": False,
         "created_at": item.created_at,
-        "search_text": "\n".join(item_texts(body)),
     }
 
 
