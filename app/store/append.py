@@ -31,7 +31,7 @@ from app.domain.items import NewItem
 from app.domain.sessions import SessionState
 from app.store.items import body_columns
 from app.store.raw import RawQuery
-from app.store.sessions import _COLUMNS
+from app.store.sessions import _COLUMNS, UTC_COLUMNS, _state
 from app.store.tables import UTCDateTime
 
 _RETURNING = ", ".join(c.name for c in _COLUMNS)
@@ -79,7 +79,7 @@ SELECT {_RETURNING} FROM s
 # Sent on the driver connection (see app/store/raw.py): this is every append's statement.
 _APPEND = RawQuery(
     _APPEND_STATEMENT,
-    utc_columns=[i for i, c in enumerate(_COLUMNS) if c.name in ("created_at", "updated_at")],
+    utc_columns=UTC_COLUMNS,
 )
 
 
@@ -135,4 +135,4 @@ class AppendRepository:
             rows = await _APPEND.rows(self.db, params)
         except IntegrityError as exc:
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
-        return SessionState(*rows[0]) if rows else None
+        return _state(rows[0]) if rows else None

@@ -12,12 +12,13 @@ SQLAlchemy unchanged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.store.tables import as_utc
 
 
 class RawQuery:
@@ -91,7 +92,5 @@ class RawQuery:
 def _to_utc(row: tuple[Any, ...], columns: tuple[int, ...]) -> tuple[Any, ...]:
     values = list(row)
     for i in columns:
-        value = values[i]
-        if value is not None:
-            values[i] = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        values[i] = as_utc(values[i])
     return tuple(values)

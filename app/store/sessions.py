@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,11 +36,13 @@ _COLUMNS = [
 ]
 # Built once: every request loads a session row, and building the statement costs more than
 # running it.
+# the timestamp columns' positions, for statements run on the driver (app/store/raw.py)
+UTC_COLUMNS = (_COLUMNS.index(t.c.created_at), _COLUMNS.index(t.c.updated_at))
 _GET = RawQuery(
     sa.select(*_COLUMNS).where(
         t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
     ),
-    utc_columns=[_COLUMNS.index(t.c.created_at), _COLUMNS.index(t.c.updated_at)],
+    utc_columns=UTC_COLUMNS,
 )
 
 
@@ -79,8 +82,9 @@ def _new_row(
     }
 
 
-def _state(row: sa.Row[Any]) -> SessionState:
-    return SessionState(**row._mapping)
+def _state(row: Sequence[Any]) -> SessionState:
+    # positional: _COLUMNS is in SessionState's field order (a test checks it)
+    return SessionState(*row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +108,7 @@ class SessionRepository:
     async def get(self, tenant_id: str, session_id: str) -> SessionState | None:
         params = {"tenant_id": tenant_id, "session_id": session_id}
         rows = await _GET.rows(self.db, params)
-        # positional: _COLUMNS is in SessionState's field order (a test checks it)
-        return SessionState(*rows[0]) if rows else None
+        return _state(rows[0]) if rows else None
 
     async def _insert_new(self, values: dict[str, Any]) -> bool:
         """Insert a session row unless the id is taken; True if inserted."""

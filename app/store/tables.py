@@ -40,11 +40,16 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        return as_utc(value)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """A stored timestamp as an aware UTC datetime (SQLite keeps no zone: it is UTC)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 TENANT = sa.String(64)
