@@ -29,6 +29,11 @@ def check_visible(actor: Actor, session_id: str) -> None:
         raise SessionNotFound(f"session {session_id!r} not found")
 
 
+def new_session_id(actor: Actor) -> str:
+    """A fresh id the caller may use: under its key's session prefix, if it has one."""
+    return check_session_id((actor.session_prefix or "ses_") + new_item_id()[4:])
+
+
 async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
     check_visible(actor, session_id)
     state = await SessionRepository(db).get(actor.tenant_id, session_id)
@@ -138,7 +143,7 @@ async def create_session(
     encode: Any,
     idempotency: IdempotencyRequest | None = None,
 ) -> Encoded:
-    session_id = check_session_id(command.id) if command.id else "ses_" + new_item_id()[4:]
+    session_id = check_session_id(command.id) if command.id else new_session_id(actor)
     check_visible(actor, session_id)
     _check_sizes(rt, metadata=command.metadata, config=command.config, summary=command.summary)
     config = check_config(command.config)

@@ -36,6 +36,7 @@ from app.services.sessions import (
     json_size,
     load_current,
     load_session,
+    new_session_id,
     record_write,
 )
 from app.store.events import EventRepository
@@ -393,7 +394,7 @@ async def fork_session(
     if command.new_session_id is not None:
         new_id = check_session_id(command.new_session_id)
     else:
-        new_id = check_session_id((actor.session_prefix or "ses_") + new_item_id()[4:])
+        new_id = new_session_id(actor)
     check_visible(actor, new_id)
     if new_id == session_id:
         # The origin exists, so its id is taken: the same 409 as any existing session's id.

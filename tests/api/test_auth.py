@@ -470,6 +470,12 @@ async def test_a_prefix_key_sees_and_creates_only_inside_its_prefix(
     )
     assert_problem(r, 404)
     assert_problem(await c.get("/v1/sessions/agent-2:c", headers=bearer(full)), 404)
+    # without an id, the service names the session inside the key's prefix, as fork does
+    r = await c.post("/v1/sessions", json={}, headers=bearer(agent))
+    assert r.status_code == 201, r.text
+    made = r.json()["id"]
+    assert made.startswith("agent-1:")
+    assert (await c.get(f"/v1/sessions/{made}", headers=bearer(agent))).status_code == 200
 
 
 async def test_bootstrap_key(auth_world: AuthWorld) -> None:
