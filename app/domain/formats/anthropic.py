@@ -382,32 +382,34 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
 
 
 def count(payload: dict[str, Any], usage: Usage) -> None:
+    texts: list[str] = []  # counted in one call: the hot path of a context read
     system = payload.get("system")
     if system is not None:
         usage.overhead(PER_MESSAGE_TOKENS)
         if isinstance(system, str):
-            usage.text(system)
+            texts.append(system)
         else:
             for block in system:
-                usage.text(block["text"])
+                texts.append(block["text"])
     for message in payload["messages"]:
         usage.overhead(PER_MESSAGE_TOKENS)
         content = message["content"]
         if isinstance(content, str):
-            usage.text(content)
+            texts.append(content)
             continue
         for block in content:
             kind = block["type"]
             if kind == "text":
-                usage.text(block["text"])
+                texts.append(block["text"])
             elif kind == "image":
                 usage.image(None)
             elif kind == "tool_use":
                 usage.overhead(PER_TOOL_BLOCK_TOKENS)
-                usage.text(block["name"])
-                usage.text(json.dumps(block["input"], ensure_ascii=False))
+                texts.append(block["name"])
+                texts.append(json.dumps(block["input"], ensure_ascii=False))
             elif kind == "tool_result":
                 usage.overhead(PER_TOOL_BLOCK_TOKENS)
-                usage.text(block["content"])
+                texts.append(block["content"])
             elif kind == "thinking":
-                usage.text(block["thinking"])
+                texts.append(block["thinking"])
+    usage.texts(texts)

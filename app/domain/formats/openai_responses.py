@@ -247,26 +247,28 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
 
 
 def count(payload: dict[str, Any], usage: Usage) -> None:
+    texts: list[str] = []  # counted in one call: the hot path of a context read
     for item in payload["input"]:
         usage.overhead(PER_MESSAGE_TOKENS)
         kind = item["type"]
         if kind == "message":
             content = item["content"]
             if isinstance(content, str):
-                usage.text(content)
+                texts.append(content)
             else:
                 for part in content:
                     if part["type"] == "input_image":
                         usage.image(part.get("detail"))
                     else:
-                        usage.text(part["text"])
+                        texts.append(part["text"])
         elif kind == "function_call":
-            usage.text(item["name"])
-            usage.text(item["arguments"])
+            texts.append(item["name"])
+            texts.append(item["arguments"])
         elif kind == "function_call_output":
-            usage.text(item["output"])
+            texts.append(item["output"])
         elif kind == "reasoning":
             for part in item["summary"]:
-                usage.text(part["text"])
+                texts.append(part["text"])
             for part in item.get("content", ()):
-                usage.text(part["text"])
+                texts.append(part["text"])
+    usage.texts(texts)
