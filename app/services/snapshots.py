@@ -13,6 +13,7 @@ by id is read first, then checked again under the lock.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -424,19 +425,7 @@ async def fork_session(
             metadata, last_compaction = content.metadata, content.last_compaction
         else:
             live = await _live_items(db, actor, session_id)
-            copied = [
-                StoredItem(
-                    body=i.body,
-                    id=i.id,
-                    seq=n + 1,
-                    tokens=i.tokens,
-                    chars=i.chars,
-                    pinned=i.pinned,
-                    metadata=i.metadata,
-                    created_at=i.created_at,
-                )
-                for n, i in enumerate(live)
-            ]
+            copied = [dataclasses.replace(i, seq=n) for n, i in enumerate(live, start=1)]
             summary, config = origin.summary, origin.config
             metadata, last_compaction = origin.metadata, origin.last_compaction
         sessions = SessionRepository(db)
@@ -456,32 +445,17 @@ async def fork_session(
             now=now,
         )
         await ItemRepository(db).insert(actor.tenant_id, new_id, copied)
-        bumped = await sessions.bump(
-            actor.tenant_id,
+        data: dict[str, object] = {"snapshot_id": command.snapshot_id, "items": len(copied)}
+        await record_write(
+            db,
+            actor,
             session_id,
-            counters=Counters(),
             now=now,
+            event_type="forked",
+            data={"new_session_id": new_id, **data},
             expected_version=origin.version,
         )
-        if bumped is None:
-            await fail_write(db, actor, session_id, origin.version)
-            raise AssertionError("unreachable")
         log = EventRepository(db)
-        data: dict[str, object] = {"snapshot_id": command.snapshot_id, "items": len(copied)}
-        await log.insert(
-            actor.tenant_id,
-            session_id,
-            [
-                event(
-                    actor,
-                    seq=bumped.event_seq,
-                    type="forked",
-                    version=bumped.version,
-                    now=now,
-                    data={"new_session_id": new_id, **data},
-                )
-            ],
-        )
         await log.insert(
             actor.tenant_id,
             new_id,
