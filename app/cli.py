@@ -1,4 +1,9 @@
-"""The ``session-memory`` command: serve, migrate, openapi, keys."""
+"""The ``session-memory`` command: serve, migrate, openapi, keys, export, import.
+
+An error the operator can act on (a refusal, a missing session or key, an unreadable file, an
+unreachable database, invalid settings) is one line on standard error, ``error: ...``, and exit
+code 2, as argparse does for a bad command line. Anything else is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,12 @@ if TYPE_CHECKING:
     from app.store.db import Store
 
 T = TypeVar("T")
+
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    """A refusal the operator can act on, worded for them."""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -129,7 +140,6 @@ async def _count_keys(store: Store) -> int:
 
 def _keys(args: argparse.Namespace) -> int:
     """The operator's key management: straight to the database, any tenant."""
-    from app.domain.errors import DomainError
     from app.services import keys as service
 
     settings = get_settings()
@@ -177,16 +187,7 @@ def _keys(args: argparse.Namespace) -> int:
         return 0
 
     job = {"create": create, "list": list_, "revoke": revoke}[args.keys_command]
-    try:
-        return asyncio.run(_with_store(settings, job))
-    except DomainError as exc:
-        print(f"error: {exc.detail}", file=sys.stderr)
-        for err in exc.errors or []:
-            print(
-                f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')}",
-                file=sys.stderr,
-            )
-        return 1
+    return asyncio.run(_with_store(settings, job))
 
 
 def _key_json(key: ApiKey) -> dict[str, object]:
@@ -203,7 +204,6 @@ def _key_json(key: ApiKey) -> dict[str, object]:
 
 def _transfer(args: argparse.Namespace) -> int:
     """export: snapshot a session and print its document; import: restore one into a session."""
-    from app.domain.errors import DomainError
     from app.locks import build_locks
     from app.services import transfer
     from app.services.runtime import Actor, Runtime
@@ -214,11 +214,7 @@ def _transfer(args: argparse.Namespace) -> int:
 
         upgrade(settings.database_url)
     actor = Actor(tenant_id=args.tenant, key_name="cli")
-    document: dict[str, object] | None = None
-    if args.command == "import":
-        source = sys.stdin if args.file == "-" else open(args.file)  # noqa: SIM115
-        with source:
-            document = json.load(source)
+    document = _read_document(args.file) if args.command == "import" else None
 
     async def job(store: Store) -> dict[str, object]:
         locks = build_locks(
@@ -237,25 +233,37 @@ def _transfer(args: argparse.Namespace) -> int:
         finally:
             await locks.close()
 
-    try:
-        result = asyncio.run(_with_store(settings, job))
-    except DomainError as exc:
-        print(f"error: {exc.detail}", file=sys.stderr)
-        for err in exc.errors or []:
-            print(
-                f"  {'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')}",
-                file=sys.stderr,
-            )
-        return 1
+    result = asyncio.run(_with_store(settings, job))
     if document is not None:
         print(json.dumps(result))
         return 0
     text = json.dumps(result, indent=2, default=str) + "\n"
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _read_document(path: str) -> dict[str, object]:
+    """The document to import, from a file or standard input (``-``)."""
+    name = "standard input" if path == "-" else path
+    try:
+        if path == "-":
+            document = json.load(sys.stdin)
+        else:
+            with open(path, encoding="utf-8") as source:
+                document = json.load(source)
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, not UTF-8
+        raise CliError(f"{name} is not a JSON document: {exc}") from None
+    if not isinstance(document, dict):
+        raise CliError(f"{name} is not an exported session document (a JSON object)")
+    return document
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -327,7 +335,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except Exception as exc:
+        message = _error_line(exc)
+        if message is None:
+            raise  # a bug: its traceback is what a report needs
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _error_line(exc: Exception) -> str | None:
+    """One line for an error the operator can act on; None for a bug."""
+    from pydantic import ValidationError
+    from sqlalchemy import exc as sa_exc
+
+    from app.domain.errors import DomainError
+
+    if isinstance(exc, CliError):
+        return str(exc)
+    if isinstance(exc, DomainError):
+        fields = "; ".join(
+            f"{'.'.join(str(x) for x in err.get('loc', []))}: {err.get('msg')}"
+            for err in exc.errors or []
+        )
+        return f"{exc.detail} ({fields})" if fields else exc.detail
+    if isinstance(exc, sa_exc.DBAPIError):  # from a migration, before any store exists
+        first = str(exc.orig).strip().splitlines() or [type(exc.orig).__name__]
+        return f"the database refused or could not be reached: {first[0]}"
+    if isinstance(exc, ValidationError):
+        fields = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        return f"invalid {exc.title}: {fields}"
+    if isinstance(exc, OSError):  # e.g. export --out into a missing directory
+        reason = exc.strerror or str(exc)
+        return f"{reason}: {exc.filename}" if exc.filename else reason
+    return None
 
 
 if __name__ == "__main__":

@@ -1,18 +1,19 @@
-"""Per-session write locks.
+"""Single-flight locks: one holder of a key across processes, for expensive work only.
+
+No write depends on these (DESIGN §6): the session row in Postgres orders every write. They
+keep two replicas from paying for the same work, an LLM compaction of one session
+(``compaction_key``).
 
 ``RedisLocks`` (production, many processes): ``SET key token NX PX ttl`` to take the lock, a
 compare-and-delete script to release it (never someone else's), a compare-and-extend script
 renewing it every ttl/3 while held. Waiters in one process queue on a local lock first, so only
-one of them polls Redis per session and process, and the lock is handed from one to the next
-without a Redis round trip (a bounded number of times in a row). A writer waits at most ``wait_seconds``, then
-``LockTimeout``; Redis unreachable gives ``LockBackendUnavailable``; both map to 503 with
-``Retry-After``. The redis client reconnects by itself: writes recover when Redis comes back.
+one of them polls Redis per key and process, and the lock is handed from one to the next
+without a Redis round trip (a bounded number of times in a row). A holder waits at most
+``wait_seconds``, then ``LockTimeout`` (503 with ``Retry-After``); Redis unreachable gives
+``LockBackendUnavailable``, on which callers run the work unguarded. The redis client
+reconnects by itself.
 
-``LocalLocks`` (embedded mode, one process): an ``asyncio.Lock`` per session.
-
-Locks are an optimisation of contention, not the last line of defence: the write transaction
-checks the session ``version`` (fencing), so a writer whose lock expired cannot commit over
-another's work.
+``LocalLocks`` (embedded mode, one process): an ``asyncio.Lock`` per key.
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ return 0
 """
 
 
-def lock_key(tenant_id: str, session_id: str) -> str:
-    # The braces make Redis Cluster hash the whole key to one slot per session.
-    return f"sm:lock:{{{tenant_id}:{session_id}}}"
+def _session_tag(tenant_id: str, session_id: str) -> str:
+    # The tenant's length first: tenant ``acme`` with session ``prod:x`` and tenant
+    # ``acme:prod`` with session ``x`` never share a key. The braces make Redis Cluster hash
+    # every key of one session to one slot.
+    return f"{{{len(tenant_id)}:{tenant_id}:{session_id}}}"
+
+
+def compaction_key(tenant_id: str, session_id: str) -> str:
+    """The single-flight key of a session's LLM compaction."""
+    return f"sm:compact:{_session_tag(tenant_id, session_id)}"
 
 
 @dataclass

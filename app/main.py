@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_overflow=settings.db_max_overflow,
             item_cache_items=settings.context_cache_items,
             prompt_cache_entries=settings.context_cache_prompts,
+            lock_wait_seconds=settings.lock.wait_seconds,
         )
         locks = build_locks(
             settings.redis_url,
@@ -140,8 +141,21 @@ def _declare_problem_schema(app: FastAPI) -> None:
                     refs = str(response.get("content", ""))
                     if status[0] in "45" and ("Readiness" not in refs):
                         response["content"] = dict(problem_ref)
-                if "422" in responses:
+                if "422" in responses and responses["422"].get("description") in (
+                    None,
+                    "Validation Error",  # FastAPI's default
+                ):
                     responses["422"]["description"] = "Invalid input"
+                if "requestBody" in operation and "415" not in responses:
+                    # Every body is JSON; another content type is refused (app.api.body_guard).
+                    unsupported = {
+                        "description": "The body is not declared as JSON "
+                        "(Content-Type: application/json)",
+                        "content": dict(problem_ref),
+                    }
+                    operation["responses"] = dict(
+                        sorted([*responses.items(), ("415", unsupported)], key=lambda r: r[0])
+                    )
         for unused in ("HTTPValidationError", "ValidationError"):
             components.pop(unused, None)
         app.openapi_schema = schema

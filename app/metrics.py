@@ -91,7 +91,8 @@ HTTP_REQUEST_DURATION = Histogram(
 )
 LOCK_WAIT = Histogram(
     "session_memory_lock_wait_seconds",
-    "Time a writer waited for its session lock, by outcome (acquired, timeout)",
+    "Time a single-flight holder (an LLM compaction) waited for its lock, by outcome "
+    "(acquired, timeout); writes wait for the session row in Postgres instead",
     ["outcome"],
     buckets=LOCK_WAIT_BUCKETS,
 )

@@ -16,11 +16,13 @@ DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./data/session-memory.db"
 
 
 class Limits(BaseModel):
+    # Sized for computer-use agents: a 5 MB base64 screenshot is one item, and an append holds
+    # it with the rest of its turn.
     max_body_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, description="request body size (413 above)"
+        16 * 1024 * 1024, ge=1024, description="request body size (413 above)"
     )
     max_items_per_append: int = Field(1000, ge=1)
-    max_item_bytes: int = Field(1024 * 1024, ge=256, description="one item's JSON size")
+    max_item_bytes: int = Field(8 * 1024 * 1024, ge=256, description="one item's JSON size")
     max_metadata_bytes: int = Field(16 * 1024, ge=16, description="metadata object's JSON size")
     max_config_bytes: int = Field(64 * 1024, ge=256)
     max_summary_chars: int = Field(200_000, ge=1)
@@ -30,7 +32,13 @@ class Limits(BaseModel):
 
 
 class LockSettings(BaseModel):
-    wait_seconds: float = Field(10.0, gt=0, description="how long a writer waits for the lock")
+    wait_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="how long a write waits for another write to the same session (the session "
+        "row's lock) before a 503 with Retry-After; also how long an LLM compaction waits for "
+        "another one of the same session",
+    )
     ttl_seconds: float = Field(15.0, gt=0.05, description="Redis lock expiry, renewed while held")
     redis_timeout_seconds: float = Field(1.0, gt=0, description="socket timeout to Redis")
 
@@ -56,7 +64,12 @@ class AuthSettings(BaseModel):
         if value is None or value.get_secret_value() == "":
             return None
         secret = value.get_secret_value()
-        if len(secret) < 32 or len(secret) > 256 or not secret.isascii() or not secret.isprintable():
+        if (
+            len(secret) < 32
+            or len(secret) > 256
+            or not secret.isascii()
+            or not secret.isprintable()
+        ):
             raise ValueError("AUTH__BOOTSTRAP_KEY must be 32-256 printable ASCII characters")
         return value
 

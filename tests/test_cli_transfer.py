@@ -69,5 +69,5 @@ async def test_export_then_import_into_postgres(tmp_path: Path, pg_database: str
 def test_refusals_are_clear(tmp_path: Path, args: list[str]) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'db.db'}"
     done = cli(*args, database_url=url, stdin='{"schema_version": 1, "items": []}')
-    assert done.returncode == 1
+    assert done.returncode == 2  # one line, like every CLI error (tests/test_cli_errors.py)
     assert "error: session 'missing' not found" in done.stderr

@@ -39,7 +39,7 @@ MIN_CASES_PER_BACKEND = 1000
 @pytest.fixture(scope="module")
 def fake_llm() -> Iterator[FakeLLMServer]:
     """The servers are deployed with an LLM endpoint (a real local stand-in), so `policy: llm`
-    is exercised end to end; without one it is a 503 `llm-not-configured`, a deployment state
+    is exercised end to end; without one it is a 422 `llm-not-configured`, a deployment state
     tested in tests/api/test_compaction.py."""
     with FakeLLMServer() as server:
         yield server

@@ -1,11 +1,14 @@
 """Hostile input stopped at the door: what would crash a parser, a handler or a database is a
-422 problem before any route runs, identically on SQLite and Postgres.
+4xx problem before any route runs, identically on SQLite and Postgres.
 
 Refused:
 
 - a NUL character in the path or the query string (Postgres text cannot hold one);
-- a JSON body (no content type, ``application/json`` or ``*+json``: what FastAPI parses) that
-  is not valid UTF-8 JSON: syntax errors, lone surrogates (``"\\ud800"``), ``NaN``/``Infinity``,
+- an encoded slash (``%2F``) in the path: no id holds a ``/``, and the server decodes the path
+  before routing, so ``/v1/sessions/a%2Fitems`` would otherwise reach the items of ``a``;
+- a body that is not declared as JSON (``application/json`` or ``*+json``, what FastAPI
+  parses; a missing content type is not one): 415, since every body this API takes is JSON;
+- a JSON body that is not valid UTF-8 JSON: syntax errors, lone surrogates (``"\\ud800"``), ``NaN``/``Infinity``,
   numbers that overflow a double;
 - a JSON body nesting deeper than ``max_depth`` (Python's own parser would overflow its stack
   at a few thousand levels);
@@ -30,25 +33,33 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.problems import problem_response
 
 _LONG_DIGITS = re.compile(rb"\d{19,}")
+_ENCODED_SLASH = re.compile(rb"%2f", re.IGNORECASE)
 
 
 class _Refused(Exception):
-    def __init__(self, code: str, title: str, detail: str, loc: list[str | int]) -> None:
+    def __init__(
+        self, code: str, title: str, detail: str, loc: list[str | int], *, status: int = 422
+    ) -> None:
         super().__init__(detail)
         self.code = code
         self.title = title
         self.detail = detail
         self.loc = loc
+        self.status = status
 
 
-def _is_json(scope: Scope) -> bool:
-    content_type = None
+def _content_type(scope: Scope) -> str | None:
     for name, value in scope["headers"]:
         if name == b"content-type":
-            content_type = value.decode("latin-1")
-            break
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _is_json(content_type: str | None) -> bool:
+    """What FastAPI parses as JSON: ``application/json`` or ``application/*+json`` (without a
+    content type it passes the body on as bytes, which no route takes)."""
     if not content_type:
-        return True
+        return False
     message = EmailMessage()
     message["content-type"] = content_type
     if message.get_content_maintype() != "application":
@@ -110,8 +121,34 @@ def check_json_body(body: bytes, *, max_depth: int) -> None:
             ) from None
 
 
+def _not_json(content_type: str | None) -> _Refused:
+    declared = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    return _Refused(
+        "unsupported-media-type",
+        "Unsupported media type",
+        f"a JSON body is required: send it with Content-Type: application/json "
+        f"(this request has {declared})",
+        ["header", "content-type"],
+        status=415,
+    )
+
+
+def _path_problem(scope: Scope) -> _Refused | None:
+    raw_path: bytes = scope.get("raw_path") or b""
+    if _ENCODED_SLASH.search(raw_path):
+        return _Refused(
+            "invalid-input",
+            "Invalid input",
+            "an encoded slash (%2F) is not allowed in a URL path: no session, item or snapshot "
+            "id contains '/'",
+            ["path"],
+        )
+    return None
+
+
 class JsonGuardMiddleware:
-    """Refuse NUL in the URL and unstorable JSON bodies with a 422 problem (see module doc)."""
+    """Refuse NUL and encoded slashes in the URL, bodies not declared as JSON, and unstorable
+    JSON bodies, with a 422 (415 for the content type) problem (see module doc)."""
 
     def __init__(self, app: ASGIApp, *, max_depth: int) -> None:
         self.app = app
@@ -135,9 +172,14 @@ class JsonGuardMiddleware:
                 ),
             )
             return
-        if scope.get("method") in ("GET", "HEAD", "OPTIONS") or not _is_json(scope):
+        refused = _path_problem(scope)
+        if refused is not None:
+            await self._refuse(scope, receive, send, refused)
+            return
+        if scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        content_type = _content_type(scope)
         chunks: list[bytes] = []
         more = True
         while more:
@@ -147,6 +189,9 @@ class JsonGuardMiddleware:
             chunks.append(message.get("body", b""))
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
+        if body and not _is_json(content_type):
+            await self._refuse(scope, receive, send, _not_json(content_type))
+            return
         if body:
             try:
                 check_json_body(body, max_depth=self.max_depth)
@@ -166,7 +211,7 @@ class JsonGuardMiddleware:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, refused: _Refused) -> None:
         response = problem_response(
-            status=422,
+            status=refused.status,
             code=refused.code,
             title=refused.title,
             detail=refused.detail,

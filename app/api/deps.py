@@ -55,7 +55,7 @@ async def if_match_version(
 ) -> int | None:
     if if_match is None or if_match.strip() == "*":
         return None
-    found = _ETAG_RE.match(if_match.strip())
+    found = _ETAG_RE.fullmatch(if_match.strip())
     if not found:
         raise InvalidInput(
             'If-Match must be a session version ETag such as "7"',
@@ -76,7 +76,7 @@ async def idempotency(
 ) -> IdempotencyRequest | None:
     if idempotency_key is None:
         return None
-    if not _IDEMPOTENCY_RE.match(idempotency_key):
+    if not _IDEMPOTENCY_RE.fullmatch(idempotency_key):
         raise InvalidInput(
             "Idempotency-Key must be 1-255 visible ASCII characters",
             errors=[{"loc": ["header", "Idempotency-Key"], "msg": "invalid"}],

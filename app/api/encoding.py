@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from app import jsonutil
+from app.domain.formats import FormatName, left_out, render_listing
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
 from app.services.runtime import Encoded
@@ -39,3 +41,14 @@ def encode_session(status: int) -> Any:
 
 def items_dicts(items: list[StoredItem]) -> list[dict[str, Any]]:
     return [item.to_wire() for item in items]
+
+
+def rendered_page(format: FormatName, items: Sequence[StoredItem]) -> dict[str, Any]:
+    """``items`` (a page of working memory) in a provider format, with notes on what it left
+    out: ``{"items": [...], "notes": [...]}`` (and ``system`` in anthropic, when any)."""
+    payload = render_listing(format, items)
+    out: dict[str, Any] = {"items": payload.get("input", payload.get("messages"))}
+    if "system" in payload:
+        out["system"] = payload["system"]
+    out["notes"] = left_out(format, items)
+    return out

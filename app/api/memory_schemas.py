@@ -33,7 +33,8 @@ from app.api.schemas import (
     StoredMessage,
     StoredReasoning,
 )
-from app.domain.items import ID_PATTERN
+from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
+from app.domain.items import CORE_TYPES
 from app.domain.snapshots import SnapshotDocument
 
 __all__ = ["SnapshotDocument"]
@@ -72,7 +73,12 @@ class _Informative(BaseModel):
     seq: JsonValue = Field(None, description="Informative, ignored")
     tokens: JsonValue = Field(None, description="Informative, ignored")
     chars: JsonValue = Field(None, description="Informative, ignored")
-    created_at: datetime | None = Field(None, description="Kept")
+    created_at: datetime | None = Field(
+        None,
+        description="Kept (years 1900 to 8999)",
+        json_schema_extra={"pattern": "^(19[0-9]{2}|[2-8][0-9]{3})-"},
+    )
+    format: Literal["canonical"] | None = Field(None, description="The item's format")
 
 
 class DocumentMessage(MessageCreate, _Informative):
@@ -91,10 +97,27 @@ class DocumentReasoning(ReasoningCreate, _Informative):
     pass
 
 
-DocumentItem = Annotated[
-    DocumentMessage | DocumentFunctionCall | DocumentFunctionCallOutput | DocumentReasoning,
-    Field(discriminator="type"),
-]
+class DocumentOpaque(BaseModel):
+    """An opaque canonical item (any other type), kept as it was sent."""
+
+    model_config = ConfigDict(extra="allow", title="DocumentOpaque")
+
+    type: str = Field(
+        min_length=1, max_length=64, json_schema_extra={"not": {"enum": sorted(CORE_TYPES)}}
+    )
+    format: Literal["canonical"] | None = None
+
+
+DocumentItem = (
+    DocumentMessage
+    | DocumentFunctionCall
+    | DocumentFunctionCallOutput
+    | DocumentReasoning
+    | DocumentOpaque
+)
+# Not declared field by field: an item exported from a provider format also carries `format`
+# and `record` (the item as it was appended, in the service's stored form); restore takes it
+# back exactly. A record is what an export wrote, not something to write by hand.
 
 
 class SnapshotDocumentIn(_Strict):
@@ -115,7 +138,11 @@ class SnapshotDocumentIn(_Strict):
     last_compaction: dict[str, JsonValue] | None = None
     config: SessionConfig = Field(default_factory=SessionConfig)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    items: list[DocumentItem] = Field(description="Working memory, oldest first")
+    items: list[DocumentItem] = Field(
+        description="Working memory, oldest first. An item exported from a provider format "
+        "also carries `format` and `record` (the item as it was appended); restore takes it "
+        "back exactly"
+    )
 
 
 class RestoreFromDocument(_Strict):
@@ -160,8 +187,9 @@ class RestoreRead(BaseModel):
 
 
 class ForkCreate(_Strict):
-    new_session_id: str | None = Field(
-        None, pattern=ID_PATTERN, description="Generated when omitted; 409 if it exists"
+    new_session_id: SessionIdValue | None = Field(
+        None,
+        description="Generated when omitted; 409 if it exists. " + SESSION_ID_DESCRIPTION,
     )
     snapshot_id: str | None = Field(
         None, max_length=128, description="Fork this snapshot instead of the current state"
@@ -174,6 +202,10 @@ class ForkCreate(_Strict):
 class PopRead(BaseModel):
     item: ItemRead = Field(description="The item removed from working memory (kept in history)")
     version: int
+    rendered: dict[str, JsonValue] | None = Field(
+        None,
+        description="With `?format=`: the popped item in that format (null if it cannot carry it)",
+    )
 
 
 class ClearRead(BaseModel):

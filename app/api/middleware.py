@@ -27,7 +27,7 @@ class RequestIdMiddleware:
         for name, value in scope["headers"]:
             if name == b"x-request-id":
                 candidate = value.decode("latin-1")
-                if _REQUEST_ID_RE.match(candidate):
+                if _REQUEST_ID_RE.fullmatch(candidate):
                     request_id = candidate
                 break
         request_id = request_id or uuid.uuid4().hex
@@ -104,7 +104,8 @@ class BodyLimitMiddleware:
             status=413,
             code="body-too-large",
             title="Request body too large",
-            detail=f"the request body exceeds {self.max_bytes} bytes",
+            detail=f"the request body exceeds {self.max_bytes} bytes "
+            "(the server's LIMITS__MAX_BODY_BYTES)",
             instance=scope.get("path"),
         )
         await response(scope, receive, send)

@@ -44,6 +44,7 @@ def _stored(seq: int, body: dict[str, Any], tokens: int, chars: int) -> dict[str
         "pinned": False,
         "metadata": {},
         "created_at": _T0,
+        "format": "canonical",
     }
 
 
@@ -153,6 +154,44 @@ REQUESTS: dict[str, dict[str, dict[str, Any]]] = {
             "The same turn as Responses input items",
             {"format": "openai-responses", "items": [_USER, _CALL, _OUTPUT]},
         ),
+        openai_responses_provider_items=(
+            "Responses items kept exactly: a hosted web search, an output message with its "
+            "provider id, phase and citations",
+            {
+                "format": "openai-responses",
+                "items": [
+                    {"role": "user", "content": "What is the weather in Paris today?"},
+                    {
+                        "type": "web_search_call",
+                        "id": "ws_1",
+                        "status": "completed",
+                        "action": {"type": "search", "query": "Paris weather today"},
+                    },
+                    {
+                        "type": "message",
+                        "id": "msg_1",
+                        "role": "assistant",
+                        "status": "completed",
+                        "phase": "final_answer",
+                        "content": [
+                            {
+                                "type": "output_text",
+                                "text": "Sunny, 21C.",
+                                "annotations": [
+                                    {
+                                        "type": "url_citation",
+                                        "url": "https://weather.example/paris",
+                                        "title": "Paris weather",
+                                        "start_index": 0,
+                                        "end_index": 11,
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                ],
+            },
+        ),
         anthropic=(
             "The same turn as Anthropic messages, with the system prompt",
             {
@@ -175,6 +214,61 @@ REQUESTS: dict[str, dict[str, dict[str, Any]]] = {
                         "role": "user",
                         "content": [
                             {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}
+                        ],
+                    },
+                ],
+            },
+        ),
+        anthropic_server_tools=(
+            "Anthropic blocks kept exactly: cache_control, a server tool's use and result, "
+            "citations",
+            {
+                "format": "anthropic",
+                "items": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "text",
+                                "text": "What is the weather in Paris?",
+                                "cache_control": {"type": "ephemeral"},
+                            }
+                        ],
+                    },
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {
+                                "type": "server_tool_use",
+                                "id": "srvtoolu_1",
+                                "name": "web_search",
+                                "input": {"query": "Paris weather"},
+                            },
+                            {
+                                "type": "web_search_tool_result",
+                                "tool_use_id": "srvtoolu_1",
+                                "content": [
+                                    {
+                                        "type": "web_search_result",
+                                        "url": "https://weather.example/paris",
+                                        "title": "Paris weather",
+                                        "encrypted_content": "EqQBCioIARgBIiQ",
+                                    }
+                                ],
+                            },
+                            {
+                                "type": "text",
+                                "text": "Sunny, 21C.",
+                                "citations": [
+                                    {
+                                        "type": "web_search_result_location",
+                                        "url": "https://weather.example/paris",
+                                        "title": "Paris weather",
+                                        "encrypted_index": "Eo8BCioIAhgB",
+                                        "cited_text": "Sunny, 21C",
+                                    }
+                                ],
+                            },
                         ],
                     },
                 ],
@@ -320,6 +414,12 @@ PROBLEMS: dict[str, dict[str, Any]] = {
     ),
     "413": _problem(
         413, "limit-exceeded", "Limit exceeded", "1001 items in one append; the limit is 1000"
+    ),
+    "415": _problem(
+        415,
+        "unsupported-media-type",
+        "Unsupported media type",
+        "a JSON body is required: send it with Content-Type: application/json",
     ),
     "422": _problem(
         422,

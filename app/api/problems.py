@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app import jsonutil
 from app.domain import errors as e
@@ -29,7 +30,9 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
     (e.InvalidInput, 422),
     (e.IdempotencyKeyReused, 422),
     (e.Unavailable, 503),
-    (e.LLMNotConfigured, 503),
+    # Not temporary (no retry helps until an operator configures an endpoint) and not the
+    # session's state: the request asks for what this deployment cannot do.
+    (e.LLMNotConfigured, 422),
     (e.UpstreamFailed, 502),
 ]
 
@@ -114,14 +117,30 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     )
 
 
+_BODY_REQUIRED = "a JSON body is required (send an object with Content-Type: application/json)"
+_BODY_NOT_OBJECT = "the JSON body must be an object"
+
+
+def _explain_body(error: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic's words for a missing or non-object body name its internals ("a valid
+    dictionary or object to extract fields from"): say what the request lacks instead."""
+    if error["loc"] == ["body"]:
+        if error["type"] == "missing":
+            return error | {"msg": _BODY_REQUIRED}
+        if error["type"] == "model_attributes_type":
+            return error | {"msg": _BODY_NOT_OBJECT}
+    return error
+
+
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = _clean_errors(list(exc.errors()))
+    errors = [_explain_body(err) for err in _clean_errors(list(exc.errors()))]
+    whole_body = len(errors) == 1 and errors[0]["loc"] == ["body"]
     return problem_response(
         status=422,
         code="validation-error",
         title="Request validation failed",
-        detail=f"{len(errors)} invalid field(s)",
+        detail=errors[0]["msg"] if whole_body else f"{len(errors)} invalid field(s)",
         errors=errors,
         instance=request.url.path,
     )
@@ -139,16 +158,49 @@ _HTTP_CODES = {
 }
 
 
+# Probed in this order for ``Allow`` (RFC 9110 §10.2.1); OPTIONS is always allowed.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path, then OPTIONS. Starlette's own
+    ``Allow`` names only the first route that matched the path, not all of them."""
+    routes = request.app.router.routes
+    path = request.scope["path"]
+    allowed: list[str] = []
+    for method in _METHODS:
+        # A fresh scope per probe: matching may write into the scope it is given.
+        probe = {
+            "type": "http",
+            "path": path,
+            "root_path": request.scope.get("root_path", ""),
+            "method": method,
+            "headers": [],
+            "query_string": b"",
+        }
+        if any(route.matches(probe)[0] == Match.FULL for route in routes):
+            allowed.append(method)
+    return [*allowed, "OPTIONS"]
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers) if exc.headers else {}
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+        if request.method == "OPTIONS":
+            # The path exists (else this would be a 404): OPTIONS says what it allows.
+            return Response(status_code=204, headers=headers)
     code, title = _HTTP_CODES.get(exc.status_code, ("http-error", "HTTP error"))
     detail = exc.detail if isinstance(exc.detail, str) else title
+    if exc.status_code == 405 and detail == "Method Not Allowed":
+        detail = f"{request.method} is not allowed here; allowed: {headers['Allow']}"
     return problem_response(
         status=exc.status_code,
         code=code,
         title=title,
         detail=detail,
-        headers=dict(exc.headers) if exc.headers else None,
+        headers=headers or None,
         instance=request.url.path,
     )
 
@@ -181,6 +233,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "Conflict",
         412: "If-Match does not match the session version",
         413: "Body, batch or item too large",
+        415: "The body is not declared as JSON (Content-Type: application/json)",
         422: "Invalid input",
         502: "The upstream model failed",
         503: "Session busy or lock backend unavailable (see Retry-After)",

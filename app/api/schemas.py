@@ -8,18 +8,21 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     GetJsonSchemaHandler,
     JsonValue,
+    Tag,
     TypeAdapter,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from app.api.append_schemas import AppendRequest
+from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
 from app.domain.compaction.auto import AutoCompactConfig
 from app.domain.items import (
-    ID_PATTERN,
+    CORE_TYPES,
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
@@ -54,11 +57,11 @@ class SessionConfig(_Strict):
 
 
 class SessionCreate(_Strict):
-    id: str | None = Field(
+    id: SessionIdValue | None = Field(
         None,
-        pattern=ID_PATTERN,
-        description="Client-chosen id; generated when omitted. 409 if it exists.",
-        examples=["agent-42"],
+        description="Client-chosen id; generated when omitted. 409 if it exists. "
+        + SESSION_ID_DESCRIPTION,
+        examples=["agent-42", "user@example.com"],
     )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     config: SessionConfig = Field(
@@ -104,7 +107,9 @@ class ItemsAppend(_Strict):
     format: FormatName = Field("canonical", description="The wire format the items are written in")
     items: list[dict[str, Any]] = Field(
         min_length=1,
-        description="Items in `format` (canonical items may carry `id`, `pinned`, `metadata`)",
+        description="Items in `format`: every item may carry the envelope keys `pinned` and "
+        "`metadata`; in `canonical`, `id` names the item (in a provider format `id` is the "
+        "provider's own, kept as data)",
         examples=[[{"type": "message", "role": "user", "content": "Hello"}]],
     )
     system: JsonValue = Field(
@@ -121,7 +126,8 @@ class ItemsAppend(_Strict):
 
 _APPEND_DOC = (
     "A batch in one wire format, chosen by `format` (default `canonical`); atomic: all items "
-    "or none. Every item or message may carry the envelope keys `id`, `pinned` and `metadata`."
+    "or none. Every item or message may carry the envelope keys `pinned` and `metadata`; in "
+    "`canonical`, also `id` (the item's id; in a provider format `id` is the provider's data)."
 )
 
 
@@ -133,6 +139,10 @@ class _Envelope(BaseModel):
     pinned: bool
     metadata: dict[str, JsonValue]
     created_at: datetime
+    format: FormatName = Field(
+        description="The format the item was appended in; `GET .../items?format=` with it "
+        "gives the item back exactly as it was sent"
+    )
 
 
 class StoredMessage(MessageItem, _Envelope):
@@ -151,9 +161,40 @@ class StoredReasoning(ReasoningItem, _Envelope):
     model_config = ConfigDict(extra="forbid", frozen=True, title="StoredReasoning")
 
 
+class StoredOpaque(BaseModel):
+    """An item of any other type (hosted tool calls, computer use, MCP, shell, apply-patch,
+    compaction, ...): the item as it was sent, plus the envelope fields."""
+
+    model_config = ConfigDict(extra="allow", title="StoredOpaque")
+
+    type: str = Field(
+        min_length=1,
+        max_length=64,
+        json_schema_extra={"not": {"enum": sorted(CORE_TYPES)}},
+        description="Any type but the four the canonical model renders itself",
+    )
+    id: str
+    seq: int
+    tokens: int
+    chars: int
+    pinned: bool
+    metadata: dict[str, JsonValue]
+    created_at: datetime
+    format: FormatName
+
+
+def _stored_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in CORE_TYPES else "opaque"
+
+
 ItemRead = Annotated[
-    StoredMessage | StoredFunctionCall | StoredFunctionCallOutput | StoredReasoning,
-    Field(discriminator="type"),
+    Annotated[StoredMessage, Tag("message")]
+    | Annotated[StoredFunctionCall, Tag("function_call")]
+    | Annotated[StoredFunctionCallOutput, Tag("function_call_output")]
+    | Annotated[StoredReasoning, Tag("reasoning")]
+    | Annotated[StoredOpaque, Tag("opaque")],
+    Discriminator(_stored_tag),
 ]
 
 
@@ -167,6 +208,24 @@ class ItemList(BaseModel):
     next_cursor: int | None = Field(
         description="Pass as `after_seq` for the next page; null at the end"
     )
+
+
+class RenderedItemList(BaseModel):
+    """``GET .../items?format=F`` with a provider format: working memory in F's own shapes."""
+
+    format: FormatName
+    items: list[dict[str, JsonValue]] = Field(
+        description="Provider items or messages: exactly as appended when appended in this "
+        "format, else rendered in its idiom (`input` items for openai-responses, `messages` "
+        "for openai-chat and anthropic)"
+    )
+    system: JsonValue = Field(
+        None, description="anthropic only: the page's system prompt, when it holds one"
+    )
+    next_cursor: int | None = Field(
+        description="Pass as `after_seq` for the next page; null at the end"
+    )
+    notes: list[str] = Field(description="What this format cannot carry and was left out")
 
 
 class Health(BaseModel):

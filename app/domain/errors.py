@@ -4,16 +4,19 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
 
     DomainError
     ├── NotFound               (SessionNotFound, ItemNotFound, SnapshotNotFound, ...)
-    ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced, ...)
+    ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced,
+    │                          TransactionConflict, ...)
     ├── PreconditionFailed     (VersionMismatch)
-    ├── InvalidInput           (bad item, bad budget, ...) carries field-level ``errors``
-    │   └── LimitExceeded      (too many items, item or metadata too large)
+    ├── InvalidInput           (bad item, bad budget, a value the database refuses, ...)
+    │   │                      carries field-level ``errors``
+    │   └── LimitExceeded      (too many items, item or metadata too large, past a database
+    │                          limit)
     ├── IdempotencyKeyReused   (same key, another body)
     ├── Unavailable            (LockTimeout, LockBackendUnavailable, DatabaseUnavailable)
     │                          carries ``retry_after``
     ├── Forbidden              (a key granting more than it holds)
-    ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: the
-    │                          server's configuration, not the request, is at fault)
+    ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: not
+    │                          temporary; the client picks another policy)
     └── UpstreamFailed         (the LLM used for compaction failed)
 """
 
@@ -79,6 +82,15 @@ class WorkingMemoryReplaced(Conflict):
     title = "Working memory was replaced meanwhile"
 
 
+class TransactionConflict(Conflict):
+    """The database aborted the transaction to resolve a conflict with a concurrent one (a
+    serialization failure or a deadlock): nothing was written, and the same request (with the
+    same ``Idempotency-Key``) can be sent again."""
+
+    code = "transaction-conflict"
+    title = "Conflict with a concurrent transaction"
+
+
 class EmptyWorkingMemory(Conflict):
     code = "empty-working-memory"
     title = "Working memory is empty"
@@ -107,8 +119,9 @@ class LimitExceeded(InvalidInput):
 class LLMNotConfigured(DomainError):
     """The ``llm`` compaction policy was asked for, but this server has no LLM endpoint.
 
-    A well-formed request the server cannot serve as deployed (503, no ``Retry-After``: waiting
-    does not help until an operator sets ``LLM__BASE_URL``), not invalid input."""
+    A well-formed request this deployment cannot process (422: waiting or retrying does not
+    help until an operator sets ``LLM__BASE_URL``; the client can choose the ``structured`` or
+    ``window`` policy instead). Not a 409: the session's state is not at fault."""
 
     code = "llm-not-configured"
     title = "No LLM endpoint is configured"

@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    StrictBool,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from app.domain.errors import InvalidInput
 
@@ -32,7 +44,6 @@ _ID_RE = re.compile(ID_PATTERN)
 MAX_SAFE_INTEGER = 2**53 - 1
 
 Role = Literal["system", "developer", "user", "assistant"]
-ImageDetail = Literal["auto", "low", "high"]
 
 
 class _Body(BaseModel):
@@ -45,12 +56,82 @@ class TextPart(_Body):
 
 
 class ImagePart(_Body):
+    """An image by URL (``https:`` or ``data:``) or by a provider's ``file_id``."""
+
     type: Literal["image"] = "image"
-    url: str = Field(min_length=1, description="https URL or data: URL")
-    detail: ImageDetail | None = None
+    url: str | None = Field(default=None, min_length=1, description="https URL or data: URL")
+    file_id: str | None = Field(default=None, min_length=1, description="a provider file id")
+    detail: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImagePart:
+        if self.url is None and self.file_id is None:
+            raise ValueError("an image needs a url or a file_id")
+        return self
 
 
-ContentPart: TypeAlias = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+class _Verbatim(BaseModel):
+    """A part or item the canonical model does not understand: kept whole, exactly as sent.
+
+    Built from the dict as sent (``type`` included); serialised back to that same dict."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    data: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {"type": value.get("type"), "data": value}
+        return value
+
+    @model_serializer
+    def _as_sent(self) -> dict[str, Any]:
+        return self.data
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        kind: dict[str, Any] = {"type": "string"}
+        if cls.__name__ == "OpaqueItem":
+            kind |= {"minLength": 1, "maxLength": 64, "not": {"enum": sorted(CORE_TYPES)}}
+        else:
+            kind |= {"not": {"enum": ["image", "text"]}}
+        return {
+            "type": "object",
+            "title": cls.__name__,
+            "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+            "properties": {"type": kind},
+            "required": ["type"],
+            "additionalProperties": True,
+        }
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Any:
+        """Wrap a trusted dict (its ``type`` already checked) without validating it again."""
+        return cls.model_construct(type=data["type"], data=data)
+
+
+class OtherPart(_Verbatim):
+    """A content part other than text and image (files, documents, audio, search results,
+    citations blocks, ...): kept verbatim; rendered as sent in its own format and as
+    ``[TYPE omitted]`` text where a format has no counterpart."""
+
+
+def _part_tag(value: Any) -> str:
+    if isinstance(value, OtherPart):
+        return "other"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("text", "image") else "other"
+
+
+ContentPart: TypeAlias = Annotated[
+    Annotated[TextPart, Tag("text")]
+    | Annotated[ImagePart, Tag("image")]
+    | Annotated[OtherPart, Tag("other")],
+    Discriminator(_part_tag),
+]
 
 
 class MessageItem(_Body):
@@ -69,8 +150,8 @@ class FunctionCallItem(_Body):
 class FunctionCallOutputItem(_Body):
     type: Literal["function_call_output"] = "function_call_output"
     call_id: str = Field(min_length=1, max_length=256)
-    output: str
-    is_error: bool | None = Field(
+    output: str | list[ContentPart]
+    is_error: StrictBool | None = Field(
         default=None, description="Anthropic tool_result is_error; other formats cannot carry it"
     )
 
@@ -88,26 +169,118 @@ class ReasoningItem(_Body):
     content: str | None = None
     encrypted_content: str | None = None
     signature: str | None = Field(default=None, description="Anthropic thinking signature")
-    redacted: bool | None = Field(default=None, description="Anthropic redacted_thinking")
+    redacted: StrictBool | None = Field(default=None, description="Anthropic redacted_thinking")
+
+
+class OpaqueItem(_Verbatim):
+    """An item of a type the canonical model does not render itself (hosted tool calls such as
+    ``web_search_call``, client tool pairs such as ``computer_call`` / ``computer_call_output``,
+    ``compaction``, ``item_reference``, anything newer): stored whole, exactly as sent.
+
+    The projection still knows its side and its pairing (``opaque_pairing``)."""
+
+    type: str = Field(min_length=1, max_length=64)
+
+
+CORE_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+
+
+def _item_tag(value: Any) -> str:
+    if isinstance(value, OpaqueItem):
+        return "opaque"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in CORE_TYPES else "opaque"
 
 
 CanonicalItem: TypeAlias = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem,
-    Field(discriminator="type"),
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[OpaqueItem, Tag("opaque")],
+    Discriminator(_item_tag),
 ]
 canonical_adapter: TypeAdapter[CanonicalItem] = TypeAdapter(CanonicalItem)
 
+# Call/output pairs among opaque items: type -> (family, the field holding the pairing id).
+# An output answers the latest earlier call of its family with the same id (DESIGN §1).
+PAIRED_CALLS: dict[str, tuple[str, str]] = {
+    "computer_call": ("computer", "call_id"),
+    "custom_tool_call": ("custom", "call_id"),
+    "local_shell_call": ("local_shell", "call_id"),
+    "shell_call": ("shell", "call_id"),
+    "apply_patch_call": ("apply_patch", "call_id"),
+    "mcp_approval_request": ("mcp_approval", "id"),
+    "tool_search_call": ("tool_search", "call_id"),
+    "program": ("program", "call_id"),
+}
+PAIRED_OUTPUTS: dict[str, tuple[str, str]] = {
+    "computer_call_output": ("computer", "call_id"),
+    "custom_tool_call_output": ("custom", "call_id"),
+    "local_shell_call_output": ("local_shell", "call_id|id"),  # the type says id; SDKs send call_id
+    "shell_call_output": ("shell", "call_id"),
+    "apply_patch_call_output": ("apply_patch", "call_id"),
+    "mcp_approval_response": ("mcp_approval", "approval_request_id"),
+    "tool_search_output": ("tool_search", "call_id"),
+    "program_output": ("program", "call_id"),
+}
+
+
+# Standalone opaque items a model produces (reasoning may precede them); every other standalone
+# opaque item (compaction, item_reference, additional_tools, ...) is input to the model.
+MODEL_OUTPUT_TYPES = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+
+
+def opaque_pairing(body: OpaqueItem) -> tuple[Literal["call", "output"] | None, str | None]:
+    """(``"call"`` | ``"output"`` | ``None`` for a standalone item, the pairing key)."""
+    for side, table in (("call", PAIRED_CALLS), ("output", PAIRED_OUTPUTS)):
+        entry = table.get(body.type)
+        if entry is not None:
+            for field_name in entry[1].split("|"):
+                value = body.data.get(field_name)
+                if isinstance(value, str) and value:
+                    return side, f"{entry[0]}:{value}"  # type: ignore[return-value]
+            return None, None
+    return None, None
+
+
+def pair_key(body: CanonicalItem) -> str | None:
+    """The key an output and its call share (``None`` for items that pair with nothing)."""
+    if body.type == "function_call" or body.type == "function_call_output":
+        return body.call_id  # type: ignore[union-attr]
+    if type(body) is OpaqueItem:
+        return opaque_pairing(body)[1]
+    return None
+
+
 ENVELOPE_FIELDS = ("id", "pinned", "metadata")
+# In the provider formats ``id`` is the provider's own item id: data, not our envelope.
+PROVIDER_ENVELOPE_FIELDS = ("pinned", "metadata")
 
 
 @dataclass(frozen=True, slots=True)
 class NewItem:
-    """An item about to be appended: a canonical body plus what the client may set."""
+    """An item about to be appended: a canonical body plus what the client may set.
+
+    ``format`` and ``record`` are what the client sent: for ``canonical`` the body is the
+    record (``record`` is ``None``); for a provider format, ``record`` is the stored form of the
+    provider message or item (see ``app.domain.formats``), the body its normalised view."""
 
     body: CanonicalItem
     id: str | None = None
     pinned: bool = False
     metadata: dict[str, JsonValue] = field(default_factory=dict)
+    format: str = "canonical"
+    record: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +295,8 @@ class StoredItem:
     pinned: bool
     metadata: dict[str, JsonValue]
     created_at: datetime
+    format: str = "canonical"
+    record: dict[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The stored item as clients see it: canonical fields plus the envelope."""
@@ -134,12 +309,31 @@ class StoredItem:
             pinned=self.pinned,
             metadata=self.metadata,
             created_at=self.created_at,
+            format=self.format,
         )
         return out
 
 
+def record_of(item: NewItem | StoredItem) -> dict[str, Any]:
+    """What is stored for an item: its provider record, or its canonical body."""
+    return body_to_dict(item.body) if item.record is None else item.record
+
+
+def starts_message(item: StoredItem) -> bool:
+    """Whether ``item`` starts a provider message (not a later item of a message that was
+    stored as several items)."""
+    record = item.record
+    if record is None or item.format not in ("openai-chat", "anthropic"):
+        return True
+    return "part" not in record or "head" in record
+
+
 def body_to_dict(body: CanonicalItem) -> dict[str, Any]:
-    """Canonical body as plain JSON-able data, without ``None`` fields (stable across versions)."""
+    """Canonical body as plain JSON-able data, without ``None`` fields (stable across versions).
+
+    Opaque items and parts come back exactly as they were sent."""
+    if type(body) is OpaqueItem:
+        return dict(body.data)
     return body.model_dump(mode="json", exclude_none=True)
 
 
@@ -149,43 +343,161 @@ def body_from_dict(data: dict[str, Any]) -> CanonicalItem:
 
 
 def is_valid_id(value: str) -> bool:
-    return bool(_ID_RE.match(value))
+    return bool(_ID_RE.fullmatch(value))
 
 
 def new_item_id() -> str:
     return "itm_" + secrets.token_hex(12)
 
 
+# Keys whose strings no model reads as text: kinds, ids, states, opaque or binary payloads.
+_NOT_TEXT = frozenset(
+    {
+        "type",
+        "id",
+        "call_id",
+        "tool_use_id",
+        "approval_request_id",
+        "status",
+        "phase",
+        "role",
+        "namespace",
+        "caller",
+        "encrypted_content",
+        "signature",
+        "file_id",
+        "file_data",
+        "image_url",
+        "url",
+        "detail",
+        "media_type",
+        "cache_control",
+        "container_id",
+        "execution",
+        "output_format",
+        "quality",
+        "size",
+        "background",
+        "server_label",
+        "mime_type",
+    }
+)
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/=_-]{256,}")
+
+
+def opaque_texts(value: Any) -> list[str]:
+    """The texts a model reads from data the canonical model keeps verbatim (opaque items,
+    other parts): every string in it, depth first in key order, except under the keys of
+    ``_NOT_TEXT`` (ids, kinds, states, encrypted or binary payloads) and except ``data:`` URLs
+    and long base64 runs (screenshots, files). Token and char counts of such items count these.
+    """
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, str):
+            if node and not node.startswith("data:") and not _BASE64_RE.fullmatch(node):
+                out.append(node)
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if key not in _NOT_TEXT:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(value)
+    return out
+
+
+def opaque_images(value: Any) -> int:
+    """How many images data kept verbatim carries: string values under an ``image_url`` key
+    (a computer-use screenshot, an image in a tool output). Each costs the fixed image charge,
+    as an image part does."""
+    if isinstance(value, dict):
+        return sum(
+            1 if key == "image_url" and isinstance(child, str) and child else opaque_images(child)
+            for key, child in value.items()
+        )
+    if isinstance(value, list):
+        return sum(opaque_images(child) for child in value)
+    return 0
+
+
+def item_opaque_images(body: CanonicalItem) -> int:
+    """``opaque_images`` of an opaque item or of the other parts of a message or output."""
+    if type(body) is OpaqueItem:
+        return opaque_images(body.data)
+    parts: Any = getattr(body, "content", None) if body.type == "message" else None
+    if body.type == "function_call_output":
+        parts = body.output  # type: ignore[union-attr]
+    if not isinstance(parts, list):
+        return 0
+    return sum(opaque_images(p.data) for p in parts if type(p) is OtherPart)
+
+
+def parts_texts(parts: list[Any]) -> list[str]:
+    out: list[str] = []
+    for part in parts:
+        if part.type == "text":
+            out.append(part.text)
+        elif part.type != "image":
+            out.extend(opaque_texts(part.data))
+    return out
+
+
 def item_texts(body: CanonicalItem) -> list[str]:
     """Every string a model reads from this item, in order (images excluded)."""
     # Dispatch on the discriminator: a failing ``isinstance`` against a pydantic model class
     # goes through ``ABCMeta.__instancecheck__``, several times slower, on a hot path.
-    if body.type == "message":
-        if isinstance(body.content, str):
-            return [body.content]
-        return [p.text for p in body.content if isinstance(p, TextPart)]
-    if body.type == "function_call":
-        return [body.name, body.arguments]
-    if body.type == "function_call_output":
-        return [body.output]
-    texts = list(body.summary)
-    if body.content:
-        texts.append(body.content)
-    return texts
+    kind = body.type
+    if kind == "message":
+        content = body.content  # type: ignore[union-attr]
+        return [content] if isinstance(content, str) else parts_texts(content)
+    if kind == "function_call":
+        return [body.name, body.arguments]  # type: ignore[union-attr]
+    if kind == "function_call_output":
+        output = body.output  # type: ignore[union-attr]
+        return [output] if isinstance(output, str) else parts_texts(output)
+    if kind == "reasoning":
+        texts = list(body.summary)  # type: ignore[union-attr]
+        if body.content:  # type: ignore[union-attr]
+            texts.append(body.content)  # type: ignore[union-attr]
+        return texts
+    return opaque_texts(body.data)  # type: ignore[union-attr]
+
+
+def parts_text(content: str | list[Any]) -> str:
+    """A message content or tool output as one text (images as ``[image]``)."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if type(part) is TextPart:
+            texts.append(part.text)
+        elif type(part) is ImagePart:
+            texts.append("[image]")
+        else:
+            texts.extend(opaque_texts(part.data))
+    return "\n".join(texts)
 
 
 def item_images(body: CanonicalItem) -> list[ImagePart]:
-    if isinstance(body, MessageItem) and not isinstance(body.content, str):
-        return [p for p in body.content if isinstance(p, ImagePart)]
-    return []
+    parts: Any = None
+    if body.type == "message":
+        parts = body.content  # type: ignore[union-attr]
+    elif body.type == "function_call_output":
+        parts = body.output  # type: ignore[union-attr]
+    if parts is None or isinstance(parts, str):
+        return []
+    return [p for p in parts if type(p) is ImagePart]
 
 
 def item_chars(body: CanonicalItem) -> int:
     """``sum(len(t) for t in item_texts(body))``; single-text items skip building the list."""
-    if body.type == "function_call_output":
-        return len(body.output)
-    if body.type == "message" and isinstance(body.content, str):
-        return len(body.content)
+    if body.type == "function_call_output" and isinstance(body.output, str):  # type: ignore[union-attr]
+        return len(body.output)  # type: ignore[union-attr]
+    if body.type == "message" and isinstance(body.content, str):  # type: ignore[union-attr]
+        return len(body.content)  # type: ignore[union-attr]
     return sum(map(len, item_texts(body)))
 
 
@@ -201,7 +513,10 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
             errors.append({"loc": ["items", index], "msg": "an item must be a JSON object"})
             continue
         data = dict(entry)
-        envelope = {k: data.pop(k) for k in ENVELOPE_FIELDS if k in data}
+        # An opaque item is kept whole: its ``id`` is the provider's (a web_search_call needs
+        # it, an mcp_approval_response names it), not our item id.
+        keys = ENVELOPE_FIELDS if data.get("type") in CORE_TYPES else PROVIDER_ENVELOPE_FIELDS
+        envelope = {k: data.pop(k) for k in keys if k in data}
         try:
             body = canonical_adapter.validate_python(data)
         except ValidationError as exc:
@@ -227,6 +542,8 @@ def make_new_item(
     id: Any = None,
     pinned: Any = False,
     metadata: Any = None,
+    format: str = "canonical",
+    record: dict[str, Any] | None = None,
 ) -> NewItem:
     """Check the envelope fields a client may set and build a ``NewItem``."""
     errors: list[dict[str, Any]] = []
@@ -240,4 +557,4 @@ def make_new_item(
         errors.append({"loc": ["metadata"], "msg": "metadata must be a JSON object"})
     if errors:
         raise InvalidInput("invalid item envelope", errors=errors)
-    return NewItem(body=body, id=id, pinned=pinned, metadata=metadata)
+    return NewItem(body=body, id=id, pinned=pinned, metadata=metadata, format=format, record=record)

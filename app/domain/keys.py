@@ -70,11 +70,11 @@ def new_secret() -> NewSecret:
 
 def plausible_secret(value: str) -> bool:
     """Cheap syntax check before any lookup: visible ASCII, at most 256 characters."""
-    return bool(_SECRET_RE.match(value))
+    return bool(_SECRET_RE.fullmatch(value))
 
 
 def check_tenant(value: str) -> str:
-    if not _TENANT_RE.match(value):
+    if not _TENANT_RE.fullmatch(value):
         raise InvalidInput(
             "invalid tenant id",
             errors=[{"loc": ["tenant"], "msg": f"tenant id must match {TENANT_PATTERN}"}],
@@ -83,7 +83,7 @@ def check_tenant(value: str) -> str:
 
 
 def check_name(value: str) -> str:
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise InvalidInput(
             "invalid key name",
             errors=[{"loc": ["name"], "msg": "1-128 printable characters, no surrounding blanks"}],

@@ -51,23 +51,30 @@ from app.domain.formats import (
     Entry,
     FormatName,
     TokenCache,
+    degraded_parts,
+    lossy_notes,
     payload_usage,
+    placeholder_allowed,
     render_entries,
     representable,
 )
 from app.domain.items import (
     MAX_SAFE_INTEGER,
+    MODEL_OUTPUT_TYPES,
     CanonicalItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
+    OpaqueItem,
     ReasoningItem,
     StoredItem,
     item_chars,
     item_images,
     item_texts,
+    opaque_pairing,
+    pair_key,
 )
-from app.domain.tokens import DEFAULT_TOKENIZER, IMAGE_TOKENS, TokenizerName
+from app.domain.tokens import DEFAULT_TOKENIZER, TokenizerName, image_tokens
 
 LimitName = Literal["max_items", "max_chars", "max_tokens"]
 LIMIT_NAMES: tuple[LimitName, ...] = ("max_items", "max_chars", "max_tokens")
@@ -257,6 +264,8 @@ _ASSISTANT = 2  # assistant message
 _CALL = 3
 _OUTPUT = 4
 _REASONING = 5
+_HOSTED = 6  # an opaque model-side item that pairs with nothing (a hosted tool call, ...)
+_INPUT = 7  # an opaque item given to the model that pairs with nothing (compaction, ...)
 
 _MESSAGE_KINDS = {"system": _SYSTEM, "developer": _SYSTEM, "user": _USER, "assistant": _ASSISTANT}
 _BODY_KINDS: dict[type, int] = {
@@ -267,9 +276,12 @@ _BODY_KINDS: dict[type, int] = {
 
 # Where an item goes when a unit holding calls is reordered for a provider format: the
 # assistant side (assistant messages, calls, reasoning) first, then outputs, then the rest.
-_CATEGORY = (2, 2, 0, 0, 1, 0)  # indexed by kind
+_CATEGORY = (2, 2, 0, 0, 1, 0, 0, 2)  # indexed by kind
 # The role of an item of each kind (system/developer messages: see the message).
-_ROLE_OF_KIND = ("system", "user", "assistant", "assistant", "user", "assistant")
+_ROLE_OF_KIND = (
+    "system", "user", "assistant", "assistant", "user", "assistant", "assistant", "user"
+)  # fmt: skip
+_OPAQUE_KINDS = {"call": _CALL, "output": _OUTPUT}
 _N_CATEGORIES = 3
 
 
@@ -291,6 +303,11 @@ def _kind_of(body: CanonicalItem) -> int:
         return _CALL
     if isinstance(body, FunctionCallOutputItem):
         return _OUTPUT
+    if isinstance(body, OpaqueItem):
+        side = opaque_pairing(body)[0]
+        if side is not None:
+            return _OPAQUE_KINDS[side]
+        return _HOSTED if body.type in MODEL_OUTPUT_TYPES else _INPUT
     return _REASONING
 
 
@@ -323,14 +340,14 @@ def _analyse(bodies: Sequence[CanonicalItem], tail_start: int) -> _Analysis:
                 run = []
                 runs.append(run)
             run.append(i)
-            last_call[cast(FunctionCallItem, bodies[i]).call_id] = i
+            last_call[cast(str, pair_key(bodies[i]))] = i
             a.outputs_of[i] = []
             if i < tail_start:  # loaded old items are not contiguous: each stands alone
                 run = None
         elif kind != _REASONING or i < tail_start:
             run = None
             if kind == _OUTPUT:
-                call = last_call.get(cast(FunctionCallOutputItem, bodies[i]).call_id)
+                call = last_call.get(cast(str, pair_key(bodies[i])))
                 if call is not None:
                     a.call_of[i] = call
                     a.outputs_of[call].append(i)
@@ -349,7 +366,7 @@ def _analyse(bodies: Sequence[CanonicalItem], tail_start: int) -> _Analysis:
                 j = i + 1
                 while i >= tail_start and j < n and kinds[j] == _REASONING:
                     j += 1
-                ok = i >= tail_start and j < n and kinds[j] in (_CALL, _ASSISTANT)
+                ok = i >= tail_start and j < n and kinds[j] in (_CALL, _ASSISTANT, _HOSTED)
                 a.follower[i] = j if ok else None
     # Units. Old items stand alone. In the tail, a group reaches from its first member to its
     # last, and reasoning to its follower; an item inside such a reach, after its start, joins
@@ -455,7 +472,8 @@ def project_context(
             if call is None or not isinstance(body, FunctionCallOutputItem):
                 continue
             call_body = bodies[call]
-            assert isinstance(call_body, FunctionCallItem)
+            if not isinstance(call_body, FunctionCallItem):
+                continue
             text = cleared_placeholder(call_body.name, body.call_id)
             if body.output != text:
                 transformed[i] = body.model_copy(update={"output": text})
@@ -471,17 +489,23 @@ def project_context(
     dangling = {c for c, outs in a.outputs_of.items() if not outs}
     drop_dangling = budget.dangling_tool_calls == "drop"
 
-    # Renderable: messages, paired outputs, calls unless dropped as dangling; then reasoning,
-    # whose follower (a call or an assistant message, never reasoning) is decided by now.
-    can_render = [kind != _OUTPUT or i in a.call_of for i, kind in enumerate(kinds)]
-    if drop_dangling:
-        for i in dangling:
+    # Renderable: what the format can carry (an opaque item only in its own format): messages,
+    # paired outputs, calls unless dropped as dangling (only a function call can get a
+    # placeholder output); then reasoning, whose follower (a call, an assistant message or a
+    # hosted item, never reasoning) is decided by now.
+    origins = [it.format for it in items]
+    can_render = [
+        (kind != _OUTPUT or i in a.call_of) and representable(format, bodies[i], origin=origins[i])
+        for i, kind in enumerate(kinds)
+    ]
+    for i in dangling:
+        if drop_dangling or not placeholder_allowed(items[i]):
             can_render[i] = False
     for i, follower in a.follower.items():
         can_render[i] = (
             follower is not None
             and can_render[follower]
-            and representable(format, bodies[i])
+            and representable(format, bodies[i], origin=origins[i])
             and (format != "anthropic" or i not in trimmed)
         )
     cache = TokenCache(budget.tokenizer)
@@ -510,7 +534,7 @@ def project_context(
             for i in rendered:
                 if i in dangling:
                     call = bodies[i]
-                    assert isinstance(call, FunctionCallItem)
+                    assert isinstance(call, FunctionCallItem)  # others are never rendered
                     anchor = a.groups[a.group_of[i]][-1]
                     synthetic = FunctionCallOutputItem(
                         call_id=call.call_id, output=missing_placeholder(call.name, call.call_id)
@@ -649,9 +673,12 @@ def project_context(
         )
     # counts over the selected calls, outputs and reasoning (messages need no note)
     n_trimmed = sel_dangling = orphans = stray = unrepresentable = 0
+    left_out: dict[str, int] = {}
     for i in selected:
         kind = kinds[i]
-        if kind == _CALL:
+        if kind != _REASONING and not representable(format, bodies[i], origin=origins[i]):
+            left_out[bodies[i].type] = left_out.get(bodies[i].type, 0) + 1
+        elif kind == _CALL:
             if i in dangling:
                 sel_dangling += 1
         elif kind == _OUTPUT:
@@ -661,7 +688,7 @@ def project_context(
             follower = a.follower.get(i)
             if follower is None:
                 stray += 1
-            elif not representable(format, bodies[i]):
+            elif not representable(format, bodies[i], origin=origins[i]):
                 unrepresentable += 1
             elif i in trimmed and can_render[follower]:
                 n_trimmed += 1
@@ -677,6 +704,11 @@ def project_context(
         notes.append(f"dropped {stray} reasoning items that precede no model output")
     if unrepresentable:
         notes.append(f"{format}: left out {unrepresentable} reasoning items it cannot represent")
+    parts: dict[str, int] = {}
+    for i in result.rendered:
+        for kind in degraded_parts(format, items[i], shown[i]):
+            parts[kind] = parts.get(kind, 0) + 1
+    notes += lossy_notes(format, left_out, parts)
 
     # the summary's o200k count through the process-wide counts (texts repeat across reads)
     summary_tokens = TokenCache(DEFAULT_TOKENIZER).count(source.summary or "")
@@ -723,7 +755,7 @@ def _partition_units(entries: list[Entry], keys: list[int]) -> list[Entry]:
         while j < len(entries) and entries[j].unit == unit:
             j += 1
         chunk = list(zip(entries[k:j], keys[k:j], strict=True))
-        if any(isinstance(e.body, FunctionCallItem) for e, _ in chunk):
+        if any(type(e.body) is FunctionCallItem or type(e.body) is OpaqueItem for e, _ in chunk):
             chunk.sort(key=lambda ek: ek[1])  # one unit: the same order as by category
         out.extend(e for e, _ in chunk)
         k = j
@@ -773,8 +805,7 @@ def _estimates(
         else:
             texts = item_texts(body)
             tokens = sum(cache.count(t) for t in texts) + sum(
-                IMAGE_TOKENS.get(p.detail or "auto", IMAGE_TOKENS["auto"])
-                for p in item_images(body)
+                image_tokens(p.detail) for p in item_images(body)
             )
             chars = sum(len(t) for t in texts)
         # the role ``_role`` would give: a message's own, "user" for outputs, else "assistant"
@@ -843,9 +874,7 @@ def _gallop() -> Iterator[int]:
         step *= 2
 
 
-def _first_true_near(
-    lo: int, hi: int, predicate: Callable[[int], bool], guess: int
-) -> int | None:
+def _first_true_near(lo: int, hi: int, predicate: Callable[[int], bool], guess: int) -> int | None:
     """Smallest k in [lo, hi] with predicate(k), for a predicate monotone in k (false...true),
     probing outward from ``guess``: close guesses need few (expensive) predicate calls. Returns
     exactly what a binary search over [lo, hi] would."""

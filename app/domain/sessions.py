@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from app.domain.compaction.auto import parse_auto_compact
 from app.domain.errors import InvalidInput
-from app.domain.items import ID_PATTERN, is_valid_id
+from app.domain.ids import SESSION_ID_RULE, is_valid_session_id
 
 CONFIG_KEYS = ("context", "auto_compact")
 
@@ -35,10 +35,11 @@ class SessionState:
 
 
 def check_session_id(value: str) -> str:
-    if not is_valid_id(value):
+    """``value`` if it is a valid session id (``app.domain.ids``), else ``InvalidInput``."""
+    if not is_valid_session_id(value):
         raise InvalidInput(
-            "invalid session id",
-            errors=[{"loc": ["id"], "msg": f"session id must match {ID_PATTERN}"}],
+            f"invalid session id: {SESSION_ID_RULE}",
+            errors=[{"loc": ["id"], "msg": SESSION_ID_RULE}],
         )
     return value
 

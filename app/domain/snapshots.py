@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from app.domain.errors import DuplicateItemId, InvalidInput
-from app.domain.items import NewItem, StoredItem, parse_canonical_items
+from app.domain.formats import FORMAT_NAMES, decode
+from app.domain.items import NewItem, StoredItem, make_new_item, parse_canonical_items
 from app.domain.projection import Budget
 from app.domain.sessions import check_config
 
@@ -35,6 +36,23 @@ DOCUMENT_KIND = "session-memory.snapshot"
 INFORMATIVE_ITEM_FIELDS = ("seq", "tokens", "chars", "created_at")
 
 _datetime = TypeAdapter(datetime)
+# Timestamps a client may send (a restored item's ``created_at``): both databases and every
+# client language hold these; outside them Postgres would store a BC or five-digit year that
+# no later read can decode, and SQLite would overflow.
+# (the published pattern allows local years 1900-8999; an offset moves a day at most)
+EARLIEST = datetime(1899, 12, 31, tzinfo=UTC)
+LATEST = datetime(9000, 1, 2, tzinfo=UTC)
+
+
+def check_timestamp(value: Any) -> datetime:
+    """A client's timestamp, as an aware UTC datetime within [EARLIEST, LATEST)
+    (a naive one is taken as UTC); ``ValueError`` otherwise."""
+    stamp = _datetime.validate_python(value)
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    if not EARLIEST <= stamp < LATEST:
+        raise ValueError("outside the years 1900 to 8999")
+    return stamp.astimezone(UTC)
 
 
 def new_snapshot_id() -> str:
@@ -100,6 +118,8 @@ def build_document(
     for item in items:
         wire = item.to_wire()
         wire["created_at"] = item.created_at.isoformat()
+        if item.record is not None:  # the item as the client sent it, restored exactly
+            wire["record"] = item.record
         wire_items.append(wire)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -122,6 +142,36 @@ def _fail(errors: list[dict[str, Any]], root: list[str | int]) -> InvalidInput:
         f"invalid snapshot document: {len(errors)} problem(s); nothing was changed",
         errors=[{**e, "loc": [*root, *e.get("loc", [])]} for e in errors],
     )
+
+
+def _provider_item(
+    fmt: Any, record: Any, wire: dict[str, Any], loc: list[str | int], errors: list[dict[str, Any]]
+) -> NewItem | None:
+    """An item of a document kept in a provider format: its ``record`` is the truth (its
+    canonical fields are informative), the envelope comes from the document."""
+    if fmt not in FORMAT_NAMES:
+        errors.append({"loc": [*loc, "format"], "msg": f"must be one of {', '.join(FORMAT_NAMES)}"})
+        return None
+    if not isinstance(record, dict):
+        errors.append(
+            {"loc": [*loc, "record"], "msg": "an item in a provider format needs its record"}
+        )
+        return None
+    try:
+        body = decode(fmt, record)
+        return make_new_item(
+            body,
+            id=wire.get("id"),
+            pinned=wire.get("pinned", False),
+            metadata=wire.get("metadata"),
+            format=fmt,
+            record=record,
+        )
+    except InvalidInput as exc:
+        errors.extend({**e, "loc": [*loc, "record", *e.get("loc", [])]} for e in exc.errors or [])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        errors.append({"loc": [*loc, "record"], "msg": f"not a stored {fmt} record"})
+    return None
 
 
 def parse_document(raw: object, *, root: list[str | int] | None = None) -> SnapshotContent:
@@ -174,14 +224,29 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
             )
     bodies: list[dict[str, Any]] = []
     created: list[datetime | None] = []
+    provider: dict[int, NewItem] = {}  # index -> an item kept in its provider format
     for index, entry in enumerate(doc.items):
         data = dict(entry)
         informative = {k: data.pop(k) for k in INFORMATIVE_ITEM_FIELDS if k in data}
+        fmt = data.pop("format", None) or "canonical"
+        record = data.pop("record", None)
+        if fmt != "canonical":
+            item = _provider_item(fmt, record, data, ["items", index], errors)
+            if item is not None:
+                provider[index] = item
+            data = {"type": "message", "role": "user", "content": ""}  # a stand-in, replaced
+            if "id" in entry:
+                data["id"] = entry["id"]
         stamp = informative.get("created_at")
         try:
-            created.append(None if stamp is None else _datetime.validate_python(stamp))
+            created.append(None if stamp is None else check_timestamp(stamp))
         except ValidationError:
             errors.append({"loc": ["items", index, "created_at"], "msg": "not a datetime"})
+            created.append(None)
+        except ValueError as exc:
+            errors.append(
+                {"loc": ["items", index, "created_at"], "msg": f"not a usable time: {exc}"}
+            )
             created.append(None)
         bodies.append(data)
     new_items: list[NewItem] = []
@@ -189,6 +254,7 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
         new_items = parse_canonical_items(bodies)
     except InvalidInput as exc:
         errors.extend(exc.errors or [])
+    new_items = [provider.get(i, item) for i, item in enumerate(new_items)]
     seen: set[str] = set()
     for index, item in enumerate(new_items):
         if item.id is None:

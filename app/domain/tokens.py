@@ -19,7 +19,7 @@ from typing import Literal, TypeAlias
 
 import tiktoken
 
-from app.domain.items import CanonicalItem, item_images, item_texts
+from app.domain.items import CanonicalItem, item_images, item_opaque_images, item_texts
 
 TokenizerName: TypeAlias = Literal["o200k_base", "cl100k_base", "approx"]
 DEFAULT_TOKENIZER: TokenizerName = "o200k_base"
@@ -58,6 +58,11 @@ _SPECIAL = {
 # What an image costs in a prompt is provider- and size-specific and unknowable without the
 # pixels; we charge a fixed, documented amount so budgets stay conservative and deterministic.
 IMAGE_TOKENS = {"low": 85, "auto": 765, "high": 765}
+
+
+def image_tokens(detail: object) -> int:
+    """The fixed charge of one image (an unknown ``detail`` costs what ``auto`` does)."""
+    return IMAGE_TOKENS.get(detail or "auto", IMAGE_TOKENS["auto"])  # type: ignore[call-overload]
 
 
 class UnknownTokenizer(ValueError):
@@ -109,5 +114,6 @@ def count_texts(texts: list[str], tokenizer: TokenizerName = DEFAULT_TOKENIZER) 
 
 def item_tokens(body: CanonicalItem, tokenizer: TokenizerName = DEFAULT_TOKENIZER) -> int:
     """Tokens of an item's content: its texts plus a fixed charge per image."""
-    images = sum(IMAGE_TOKENS[p.detail or "auto"] for p in item_images(body))
+    images = sum(image_tokens(p.detail) for p in item_images(body))
+    images += IMAGE_TOKENS["auto"] * item_opaque_images(body)
     return count_texts(item_texts(body), tokenizer) + images

@@ -1,7 +1,8 @@
 """Automatic compaction: checked after each append, run in the background, retried with backoff.
 
-``AutoCompactor.after_append`` is called by the append use case once its transaction has
-committed, with the session state the append returned (counters and config: no extra query).
+``AutoCompactor.after_append`` is registered as an append hook of the runtime at start-up
+(``start_compaction``) and called by the append use case once its statement committed, with
+the session state the append returned (counters and config: no extra query).
 It is synchronous and cheap: parse ``config.auto_compact``, compare counters with the trigger,
 and maybe start an asyncio task. It never raises and never awaits, so an append can neither
 wait for nor fail because of automatic compaction.
@@ -201,13 +202,23 @@ def start_compaction(rt: Runtime) -> None:
     from app.services.compaction import build_llm_client
 
     rt.llm = build_llm_client(rt.settings)
-    rt.auto_compactor = build_auto_compactor(rt)
+    rt.append_hooks.append(build_auto_compactor(rt).after_append)
+
+
+def auto_compactor_of(rt: Runtime) -> AutoCompactor | None:
+    """The scheduler ``start_compaction`` registered, if any."""
+    for hook in rt.append_hooks:
+        owner = getattr(hook, "__self__", None)
+        if isinstance(owner, AutoCompactor):
+            return owner
+    return None
 
 
 async def stop_compaction(rt: Runtime) -> None:
     """Lifespan end, before the store and locks close: cancel background runs, close the client."""
-    compactor, rt.auto_compactor = rt.auto_compactor, None
+    compactor = auto_compactor_of(rt)
     if compactor is not None:
+        rt.append_hooks.remove(compactor.after_append)
         await compactor.close()
     llm, rt.llm = rt.llm, None
     if llm is not None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -46,13 +48,20 @@ from app.domain.compaction import (
     structured_compaction,
     window_compaction,
 )
-from app.domain.errors import DomainError, LLMNotConfigured, WorkingMemoryReplaced
+from app.domain.errors import (
+    DomainError,
+    LimitExceeded,
+    LLMNotConfigured,
+    LockBackendUnavailable,
+    WorkingMemoryReplaced,
+)
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
 from app.llm import LLMClient, LLMError
 from app.llm import LLMSettings as ClientSettings
+from app.locks import compaction_key
+from app.services.access import check_visible, load_session
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event, utcnow
-from app.services.sessions import check_visible, load_session
 from app.settings import Settings
 from app.store.compactions import CompactionRepository
 from app.store.events import EventRepository
@@ -166,8 +175,18 @@ async def _commit(
     plan: CutPlan,
     result: CompactResult,
     automatic: bool,
+    max_summary_chars: int,
 ) -> tuple[CompactResult, SessionState]:
-    """Replace the planned range by the summary, atomically (see the module docstring)."""
+    """Replace the planned range by the summary, atomically (see the module docstring).
+
+    ``run_write`` locked the session row first, so what is read here stands until the commit."""
+    limit = max_summary_chars
+    if result.summary is not None and len(result.summary) > limit:
+        raise LimitExceeded(
+            f"the compaction's summary would be {len(result.summary)} characters, over "
+            f"LIMITS__MAX_SUMMARY_CHARS ({limit}); nothing was compacted",
+            errors=[{"loc": ["summary"], "msg": f"longer than {limit} characters"}],
+        )
     current = await load_session(db, actor, session_id)
     if current.epoch != planned_from.epoch:
         raise WorkingMemoryReplaced(
@@ -205,9 +224,10 @@ async def _commit(
             chars=-sum(item.chars for item in plan.compacted),
         ),
         now=now,
+        expected_version=current.version,
         values={"summary": result.summary, "last_compaction": result.model_dump(mode="json")},
     )
-    assert state is not None  # the row is there: we hold the lock and just read it
+    assert state is not None  # the row is there: we hold its lock and just read it
     await CompactionRepository(db).insert(actor.tenant_id, session_id, result)
     await EventRepository(db).insert(
         actor.tenant_id,
@@ -236,18 +256,16 @@ async def _replayed(
 ) -> Encoded | None:
     """A stored response for this Idempotency-Key, checked before paying for an LLM call.
 
-    Only a shortcut: ``run_write`` checks again under the lock, which is what makes it exact.
+    Only a shortcut: ``run_write`` checks again with the row locked, which makes it exact.
     """
     if idempotency is None:
         return None
     async with rt.store.read() as db:
-        stored = await IdempotencyRepository(db).get(
-            actor.tenant_id, idempotency.method, idempotency.path, idempotency.key
-        )
+        stored = await IdempotencyRepository(db).get(idempotency.scope(actor))
     if stored is None or (stored.expires_at is not None and stored.expires_at <= utcnow()):
         return None
     if stored.request_hash != idempotency.request_hash:
-        return None  # run_write raises IdempotencyKeyReused with the lock held
+        return None  # run_write raises IdempotencyKeyReused
     return Encoded(stored.status_code, stored.response, replayed=True)
 
 
@@ -269,7 +287,8 @@ async def run_compaction(
     if request.policy == "llm" and rt.llm is None:
         raise LLMNotConfigured(
             "the llm policy needs an OpenAI-compatible endpoint, and this server has none "
-            "(set LLM__BASE_URL); use the structured or window policy",
+            "(an operator sets LLM__BASE_URL; retrying will not help): use the structured or "
+            "window policy",
             errors=[{"loc": ["body", "policy"], "msg": "no LLM endpoint is configured"}],
         )
     replay = await _replayed(rt, actor, idempotency)
@@ -291,6 +310,7 @@ async def run_compaction(
             committed, state = await _commit(
                 db, now, actor, session_id,
                 planned_from=loaded.state, plan=plan, result=result, automatic=automatic,
+                max_summary_chars=rt.settings.limits.max_summary_chars,
             )  # fmt: skip
             return committed, state.version
 
@@ -303,6 +323,35 @@ async def run_compaction(
         )
         return (outcome[0] if outcome else None), encoded
 
+    async with single_flight(rt, compaction_key(actor.tenant_id, session_id)):
+        return await _llm_compaction(
+            rt, actor, session_id, request=request, idempotency=idempotency, automatic=automatic
+        )
+
+
+@asynccontextmanager
+async def single_flight(rt: Runtime, key: str) -> AsyncIterator[None]:
+    """One holder of ``key`` across replicas (Redis; in-process in the embedded mode), so two
+    replicas never pay for the same LLM call. Correctness never rests on it (the commit locks
+    the session row and re-checks what it read): with Redis down the work runs unguarded."""
+    try:
+        async with rt.locks.hold(key):
+            yield
+            return
+    except LockBackendUnavailable:
+        log.warning("lock backend unreachable: compacting %s without single-flight", key)
+    yield
+
+
+async def _llm_compaction(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    *,
+    request: CompactRequest,
+    idempotency: IdempotencyRequest | None,
+    automatic: bool,
+) -> tuple[CompactResult | None, Encoded]:
     # llm, phase 1: a consistent read, no lock.
     async with rt.store.read() as db:
         loaded = await _load(db, actor, session_id)
@@ -339,6 +388,7 @@ async def run_compaction(
         committed, state = await _commit(
             db, now, actor, session_id,
             planned_from=loaded.state, plan=plan, result=result, automatic=automatic,
+            max_summary_chars=rt.settings.limits.max_summary_chars,
         )  # fmt: skip
         return committed, state.version
 

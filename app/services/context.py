@@ -36,8 +36,8 @@ from app.domain.projection import (
     window_hint,
 )
 from app.domain.sessions import SessionState
+from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
-from app.services.sessions import load_session
 from app.store.context import ContextRepository, WindowKeys
 from app.store.items import ItemRepository
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.items import StoredItem
+from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
-from app.services.sessions import load_session
 from app.store.events import EventRecord, EventRepository
 from app.store.items import ItemRepository
 

@@ -1,12 +1,12 @@
 """Item use cases: append a batch, read working memory.
 
-An append validates and measures the whole batch (tokens, chars) before taking the lock, then
-makes exactly four statements under it: the session-row update that allocates the seq range
-(and fences on ``If-Match``), one multi-row INSERT of the items, one event, commit. On Postgres,
-an append to an existing session sends the first three as one statement (``store.append``).
-It stays inside the transaction on purpose: a server that dies before its COMMIT leaves nothing
-behind, even when its statement was still waiting on the row. It never reads or rewrites
-earlier items, so its cost does not grow with the session.
+An append validates and measures the whole batch (tokens, chars) first. Appending to an
+existing session on Postgres is then ONE statement in autocommit (``store.append``): it bumps
+the session row (allocating the seq range, fencing on ``If-Match``), inserts the items, the
+``appended`` event and, with an ``Idempotency-Key``, the idempotency record; a retry meets
+that record and gets the first answer back, rebuilt from the retried request (DESIGN §6).
+Otherwise (SQLite, ``?create=true``) it is the general write protocol (``Runtime.run_write``).
+It never reads or rewrites earlier items, so its cost does not grow with the session.
 """
 
 from __future__ import annotations
@@ -20,15 +20,32 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import DuplicateItemId, InvalidInput, ItemNotFound, LimitExceeded
 from app.domain.formats import ingest
-from app.domain.items import NewItem, StoredItem, body_to_dict, item_chars, new_item_id
+from app.domain.items import (
+    NewItem,
+    StoredItem,
+    item_chars,
+    new_item_id,
+    record_of,
+    starts_message,
+)
 from app.domain.sessions import SessionState, check_session_id
 from app.domain.tokens import item_tokens
-from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
-from app.services.sessions import check_visible, fail_write, json_size, load_session
-from app.store.append import AppendRepository
+from app.services.access import (
+    batch_chars,
+    check_visible,
+    fail_write,
+    json_size,
+    load_session,
+    off_loop_if_large,
+)
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event, utcnow
+from app.store.append import AppendIdempotency, AppendRecipe, AppendRepository
 from app.store.events import EventRepository
+from app.store.idempotency import IdempotencyRepository, IdempotencyTaken, StoredResponse
 from app.store.items import ItemRepository
 from app.store.sessions import Counters, SessionRepository
+
+_MESSAGE_PAGE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +81,8 @@ def _stored(
             pinned=m.item.pinned,
             metadata=m.item.metadata,
             created_at=now,
+            format=m.item.format,
+            record=m.item.record,
         )
         for i, m in enumerate(measured)
     ]
@@ -87,9 +106,13 @@ def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
             if item.id in seen:
                 errors.append({"loc": ["items", index, "id"], "msg": "duplicate id in the batch"})
             seen.add(item.id)
-        if json_size(body_to_dict(item.body)) > limits.max_item_bytes:
+        if json_size(record_of(item)) > limits.max_item_bytes:
             errors.append(
-                {"loc": ["items", index], "msg": f"item larger than {limits.max_item_bytes} bytes"}
+                {
+                    "loc": ["items", index],
+                    "msg": f"item larger than {limits.max_item_bytes} bytes "
+                    "(the server's LIMITS__MAX_ITEM_BYTES)",
+                }
             )
         if item.metadata and json_size(item.metadata) > limits.max_metadata_bytes:
             errors.append(
@@ -106,7 +129,11 @@ def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
         )
     if errors:
         cls = LimitExceeded if any("larger" in e["msg"] for e in errors) else InvalidInput
-        raise cls(f"{len(errors)} problem(s) in the batch; nothing was stored", errors=errors)
+        raise cls(
+            f"{len(errors)} problem(s) in the batch; nothing was stored: "
+            + "; ".join(dict.fromkeys(e["msg"] for e in errors)),
+            errors=errors,
+        )
     return [Measured(item, item_tokens(item.body), item_chars(item.body)) for item in batch]
 
 
@@ -123,34 +150,26 @@ async def append_items(
 ) -> Encoded:
     check_session_id(session_id)
     check_visible(actor, session_id)
-    measured = check_batch(rt, batch)
+    measured = await off_loop_if_large(check_batch, rt, batch, chars=batch_chars(batch))
     count = len(measured)
     tokens = sum(m.tokens for m in measured)
     chars = sum(m.chars for m in measured)
 
-    # Appending to an existing session on Postgres: one statement instead of three.
-    fast = not create and not rt.store.is_sqlite
+    def replay(stored: StoredResponse) -> Encoded:
+        """The first answer, from a record the one-statement append stored."""
+        recipe = AppendRecipe.parse(stored.response)
+        items = _stored(measured, recipe.ids, recipe.first_seq, recipe.created_at)
+        return encode(AppendResult(items, recipe.version))  # type: ignore[no-any-return]
 
-    async def one_statement(db: AsyncConnection, now: datetime) -> AppendResult:
-        ids = [m.item.id or new_item_id() for m in measured]
-        state = await AppendRepository(db).append(
-            actor.tenant_id,
-            session_id,
-            batch=[(m.item, ids[i], m.tokens, m.chars) for i, m in enumerate(measured)],
-            now=now,
-            expected_version=if_match,
-            request_id=actor.request_id,
-            actor=actor.key_name,
-        )
-        if state is None:
-            await fail_write(db, actor, session_id, if_match)
-            raise AssertionError("unreachable")
-        first_seq = state.last_seq - count + 1
-        return AppendResult(_stored(measured, ids, first_seq, now), state.version, state)
+    if not create and not rt.store.is_sqlite:
+        result, encoded = await _append_one_statement(
+            rt, actor, session_id, measured, if_match=if_match, idempotency=idempotency,
+            encode=encode, replay=replay,
+        )  # fmt: skip
+        _appended(rt, actor, session_id, result)
+        return encoded
 
     async def op(db: AsyncConnection, now: datetime) -> AppendResult:
-        if fast:
-            return await one_statement(db, now)
         sessions = SessionRepository(db)
         created = create and await sessions.insert_if_missing(
             tenant_id=actor.tenant_id, session_id=session_id, now=now
@@ -191,16 +210,75 @@ async def append_items(
         return AppendResult(stored, state.version, state)
 
     result, encoded = await rt.run_write(
-        actor, session_id, op=op, encode=encode, idempotency=idempotency
+        actor, session_id, op=op, encode=encode, idempotency=idempotency, replay=replay
     )
-    if result is not None:  # not an idempotent replay
-        rt.notify("items_appended", count)
-        if result.state is not None:  # committed: the next context read need not fetch them
-            rt.store.remember_items(
-                actor.tenant_id, session_id, result.state.created_at, result.items
-            )
-        rt.after_append(actor, session_id, result.state)
+    _appended(rt, actor, session_id, result)
     return encoded
+
+
+async def _append_one_statement(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    measured: list[Measured],
+    *,
+    if_match: int | None,
+    idempotency: IdempotencyRequest | None,
+    encode: Any,
+    replay: Any,
+) -> tuple[AppendResult | None, Encoded]:
+    """The append as one autocommit statement; (None, the first answer) for a retry."""
+    count = len(measured)
+    for attempt in (1, 2):
+        now = utcnow()
+        ids = [m.item.id or new_item_id() for m in measured]
+        record = (
+            None
+            if idempotency is None
+            else AppendIdempotency(
+                idempotency.scope(actor), idempotency.request_hash, rt.idempotency_expiry(now)
+            )
+        )
+        async with rt.store.autocommit() as db:
+            try:
+                state = await AppendRepository(db).append(
+                    actor.tenant_id,
+                    session_id,
+                    batch=[(m.item, ids[i], m.tokens, m.chars) for i, m in enumerate(measured)],
+                    now=now,
+                    expected_version=if_match,
+                    request_id=actor.request_id,
+                    actor=actor.key_name,
+                    idempotency=record,
+                )
+            except IdempotencyTaken:
+                assert idempotency is not None
+                repo = IdempotencyRepository(db)
+                stored = await repo.get(idempotency.scope(actor))
+                if stored is not None and not (stored.expires_at and stored.expires_at <= now):
+                    return None, rt.replayed(stored, idempotency, replay)
+                if stored is not None:
+                    await repo.delete(idempotency.scope(actor))  # expired: this is a new write
+                if attempt == 2:
+                    raise
+                continue
+            if state is None:
+                await fail_write(db, actor, session_id, if_match)
+                raise AssertionError("unreachable")
+        first_seq = state.last_seq - count + 1
+        result = AppendResult(_stored(measured, ids, first_seq, now), state.version, state)
+        return result, encode(result)
+    raise AssertionError("unreachable")
+
+
+def _appended(rt: Runtime, actor: Actor, session_id: str, result: AppendResult | None) -> None:
+    """After a committed append (not a replay): metrics, the item cache, auto-compaction."""
+    if result is None:
+        return
+    rt.notify("items_appended", len(result.items))
+    if result.state is not None:  # committed: the next context read need not fetch them
+        rt.store.remember_items(actor.tenant_id, session_id, result.state.created_at, result.items)
+    rt.after_append(actor, session_id, result.state)
 
 
 async def list_items(
@@ -211,8 +289,13 @@ async def list_items(
     after_seq: int | None,
     limit: int,
     last: int | None = None,
+    format: str = "canonical",
 ) -> tuple[list[StoredItem], int | None, int]:
-    """A page of working memory and the cursor of the next page (None at the end)."""
+    """A page of working memory and the cursor of the next page (None at the end).
+
+    In a provider format a page never ends inside a provider message that was stored as
+    several items: it ends before that message (or, if the message alone is longer than the
+    page, after it)."""
     async with rt.store.read() as db:
         state = await load_session(db, actor, session_id)
         repo = ItemRepository(db)
@@ -222,9 +305,38 @@ async def list_items(
         page = await repo.list_live(
             actor.tenant_id, session_id, after_seq=after_seq, limit=limit + 1
         )
-    more = len(page) > limit
-    page = page[:limit]
-    return page, (page[-1].seq if more and page else None), state.version
+        more = len(page) > limit
+        if more and format != "canonical" and not starts_message(page[limit]):
+            page, more = await _whole_messages(repo, actor, session_id, page, limit)
+        else:
+            page = page[:limit]
+    if not page:
+        more = False
+    return page, (page[-1].seq if more else None), state.version
+
+
+async def _whole_messages(
+    repo: ItemRepository, actor: Actor, session_id: str, page: list[StoredItem], limit: int
+) -> tuple[list[StoredItem], bool]:
+    """``page`` (``limit + 1`` items, the last one inside a message) cut at a message start,
+    and whether more items follow."""
+    cut = limit
+    while cut > 0 and not starts_message(page[cut]):
+        cut -= 1
+    if cut > 0:
+        return page[:cut], True
+    # one message longer than the page: extend to its end
+    out = list(page)
+    while True:
+        more = await repo.list_live(
+            actor.tenant_id, session_id, after_seq=out[-1].seq, limit=_MESSAGE_PAGE
+        )
+        for item in more:
+            if starts_message(item):
+                return out, True
+            out.append(item)
+        if len(more) < _MESSAGE_PAGE:
+            return out, False
 
 
 async def get_item(rt: Runtime, actor: Actor, session_id: str, item_id: str) -> StoredItem:

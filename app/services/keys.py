@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.domain.errors import InvalidInput, KeyNotFound
-from app.domain.items import is_valid_id
+from app.domain.ids import SESSION_PREFIX_RULE, is_valid_session_prefix
 from app.domain.keys import (
     SCOPES,
     ApiKey,
@@ -97,6 +97,7 @@ def actor_for(key: ApiKey, *, request_id: str | None) -> Actor:
     return Actor(
         tenant_id=key.tenant_id,
         key_name=key.name,
+        key_id=key.id,
         request_id=request_id,
         scopes=key.scopes,
         session_prefix=key.session_prefix,
@@ -175,10 +176,10 @@ class KeyCreateCommand:
 def _check_prefix(prefix: str | None) -> str | None:
     if prefix is None or prefix == "":
         return None
-    if not is_valid_id(prefix):
+    if not is_valid_session_prefix(prefix):
         raise InvalidInput(
-            "invalid session prefix",
-            errors=[{"loc": ["session_prefix"], "msg": "must be the start of a valid session id"}],
+            f"invalid session prefix: {SESSION_PREFIX_RULE}",
+            errors=[{"loc": ["session_prefix"], "msg": SESSION_PREFIX_RULE}],
         )
     return prefix
 

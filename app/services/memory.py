@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import EmptyWorkingMemory
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
+from app.services.access import check_visible, load_current, record_write
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime
-from app.services.sessions import check_visible, load_current, record_write
 from app.store.items import ItemRepository
 from app.store.sessions import Counters
 

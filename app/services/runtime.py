@@ -1,10 +1,16 @@
 """What every use case needs: the store, the locks, the settings; and the write protocol.
 
-The write protocol (``run_write``): take the session's lock, open one transaction, replay a
-stored response if the ``Idempotency-Key`` was seen, else run the operation and store its
-encoded response in the same transaction, commit, release the lock. The lock covers the commit,
-so the next writer always sees this one's work; the idempotency record commits with the write,
-so a retry can never apply a write twice nor miss one that was acknowledged.
+The write protocol (``run_write``, DESIGN §6): open one transaction whose first statement locks
+the session's row (``SELECT ... FOR UPDATE``; on SQLite the transaction is ``BEGIN IMMEDIATE``),
+replay a stored response if the ``Idempotency-Key`` was seen, else run the operation and store
+its encoded response in the same transaction, commit. The database orders the writes to one
+session: the next writer always sees this one's work, and nothing depends on a lock service
+being up or a lock not expiring. The idempotency record commits with the write, so a retry can
+never apply a write twice nor miss one that was acknowledged; two retries racing each other
+meet at the record's primary key, and the later one replays the first one's answer.
+
+Redis locks (``rt.locks``) only single-flight expensive work (an LLM compaction across
+replicas); no write waits for them.
 """
 
 from __future__ import annotations
@@ -19,16 +25,21 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import IdempotencyKeyReused
-from app.locks import LocalLocks, RedisLocks, lock_key
+from app.locks import LocalLocks, RedisLocks
 from app.settings import Settings
 from app.store.db import Store
 from app.store.events import EventRecord
-from app.store.idempotency import IdempotencyRepository, StoredResponse
+from app.store.idempotency import (
+    IdempotencyRepository,
+    IdempotencyScope,
+    IdempotencyTaken,
+    StoredResponse,
+)
+from app.store.sessions import SessionRepository
 
 if TYPE_CHECKING:
     from app.domain.sessions import SessionState
     from app.llm import LLMClient
-    from app.services.auto_compaction import AutoCompactor
 
 R = TypeVar("R")
 
@@ -45,6 +56,7 @@ class Actor:
 
     tenant_id: str = "default"
     key_name: str | None = None
+    key_id: str = ""  # the API key's public id ("" with auth off): scopes idempotency records
     request_id: str | None = None
     scopes: frozenset[str] = frozenset({"read", "write", "admin"})
     session_prefix: str | None = None
@@ -60,6 +72,9 @@ class IdempotencyRequest:
     @staticmethod
     def hash_request(body: bytes, query: str = "") -> str:
         return hashlib.sha256(query.encode() + b"\n" + body).hexdigest()
+
+    def scope(self, actor: Actor) -> IdempotencyScope:
+        return IdempotencyScope(actor.tenant_id, actor.key_id, self.method, self.path, self.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +98,22 @@ class Runtime:
     hooks: dict[str, Callable[..., None]] = field(default_factory=dict)
     # Compaction: the one LLM client (None: no LLM__BASE_URL) and the background scheduler.
     llm: LLMClient | None = None
-    auto_compactor: AutoCompactor | None = None
+    # Called once an append committed, with the new session row; registered at start-up by
+    # background jobs (automatic compaction), so this module imports none of them.
+    append_hooks: list[Callable[[Runtime, Actor, str, SessionState], object]] = field(
+        default_factory=list
+    )
 
-    def after_append(
-        self, actor: Actor, session_id: str, state: SessionState | None
-    ) -> None:
-        """Called once an append committed: maybe start an automatic compaction. Never raises
-        and never waits, so an append can neither fail nor slow down because of it."""
-        if self.auto_compactor is None or state is None:
+    def after_append(self, actor: Actor, session_id: str, state: SessionState | None) -> None:
+        """Run the append hooks (maybe start an automatic compaction). Never raises and never
+        waits, so an append can neither fail nor slow down because of them."""
+        if state is None:
             return
-        try:
-            self.auto_compactor.after_append(self, actor, session_id, state)
-        except Exception:  # a bug here must not turn a stored append into an error
-            log.exception("auto-compaction check failed")
+        for hook in self.append_hooks:
+            try:
+                hook(self, actor, session_id, state)
+            except Exception:  # a bug here must not turn a stored append into an error
+                log.exception("append hook %r failed", hook)
 
     def notify(self, hook: str, *args: object) -> None:
         """Tell whoever listens (app.metrics) that something happened; hooks and their
@@ -116,42 +134,81 @@ class Runtime:
         op: Callable[[AsyncConnection, datetime], Awaitable[R]],
         encode: Callable[[R], Encoded],
         idempotency: IdempotencyRequest | None = None,
+        replay: Callable[[StoredResponse], Encoded] | None = None,
     ) -> tuple[R | None, Encoded]:
-        """Run ``op`` as the session's one writer; returns its result (None on a replay)."""
-        async with self.locks.hold(lock_key(actor.tenant_id, session_id)):
-            async with self.store.write() as db:
-                now = utcnow()
-                repo = IdempotencyRepository(db) if idempotency else None
-                if idempotency and repo:
-                    stored = await repo.get(
-                        actor.tenant_id, idempotency.method, idempotency.path, idempotency.key
-                    )
-                    if stored and stored.expires_at and stored.expires_at <= now:
-                        await repo.delete(
-                            actor.tenant_id, idempotency.method, idempotency.path, idempotency.key
-                        )
-                        stored = None
-                    if stored:
-                        if stored.request_hash != idempotency.request_hash:
-                            raise IdempotencyKeyReused(
-                                "this Idempotency-Key was used with a different request body"
-                            )
-                        return None, Encoded(stored.status_code, stored.response, replayed=True)
-                result = await op(db, now)
-                encoded = encode(result)
-                if idempotency and repo:
-                    await repo.put(
-                        actor.tenant_id,
-                        idempotency.method,
-                        idempotency.path,
-                        idempotency.key,
-                        stored=StoredResponse(
-                            idempotency.request_hash, encoded.status_code, encoded.body
-                        ),
-                        now=now,
-                        expires_at=now + timedelta(seconds=self.settings.idempotency_ttl_seconds),
-                    )
-            return result, encoded
+        """Run ``op`` in the session's write order; returns its result (None on a replay).
+
+        ``replay`` rebuilds the answer of a record the one-statement append stored (kind
+        ``append``); other records hold their body."""
+        for attempt in (1, 2):
+            try:
+                return await self._write_once(
+                    actor, session_id, op=op, encode=encode, idempotency=idempotency, replay=replay
+                )
+            except IdempotencyTaken:
+                # A twin request with the same key committed first: start again, and the
+                # record it stored answers this one.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _write_once(
+        self,
+        actor: Actor,
+        session_id: str,
+        *,
+        op: Callable[[AsyncConnection, datetime], Awaitable[R]],
+        encode: Callable[[R], Encoded],
+        idempotency: IdempotencyRequest | None,
+        replay: Callable[[StoredResponse], Encoded] | None,
+    ) -> tuple[R | None, Encoded]:
+        async with self.store.write() as db:
+            await SessionRepository(db).lock(actor.tenant_id, session_id)
+            now = utcnow()
+            repo = scope = None
+            if idempotency is not None:
+                repo, scope = IdempotencyRepository(db), idempotency.scope(actor)
+                stored = await repo.get(scope)
+                if stored and stored.expires_at and stored.expires_at <= now:
+                    await repo.delete(scope)
+                    stored = None
+                if stored:
+                    return None, self.replayed(stored, idempotency, replay)
+            result = await op(db, now)
+            encoded = encode(result)
+            if repo is not None and scope is not None and idempotency is not None:
+                await repo.put(
+                    scope,
+                    session_id=session_id,
+                    stored=StoredResponse(
+                        idempotency.request_hash, encoded.status_code, encoded.body
+                    ),
+                    now=now,
+                    expires_at=self.idempotency_expiry(now),
+                )
+        return result, encoded
+
+    def idempotency_expiry(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.settings.idempotency_ttl_seconds)
+
+    @staticmethod
+    def replayed(
+        stored: StoredResponse,
+        idempotency: IdempotencyRequest,
+        replay: Callable[[StoredResponse], Encoded] | None,
+    ) -> Encoded:
+        """The answer a stored record gives a retry (422 if the key came with another body)."""
+        if stored.request_hash != idempotency.request_hash:
+            raise IdempotencyKeyReused(
+                "this Idempotency-Key was used with a different request body"
+            )
+        if stored.kind != "response":
+            if replay is None:
+                raise AssertionError(f"no replay for a record of kind {stored.kind!r}")
+            encoded = replay(stored)
+        else:
+            encoded = Encoded(stored.status_code, stored.response)
+        return Encoded(encoded.status_code, encoded.body, encoded.version, replayed=True)
 
 
 def event(

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Literal
 
 from app.domain.errors import InvalidInput
+from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
-from app.services.sessions import load_session
 from app.store.search import SearchHit, SearchRepository
 
 Scope = Literal["memory", "history"]

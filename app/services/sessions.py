@@ -8,102 +8,21 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app import jsonutil
-from app.domain.errors import LimitExceeded, SessionNotFound, VersionMismatch
-from app.domain.items import new_item_id
+from app.domain.errors import LimitExceeded
 from app.domain.sessions import SessionState, check_config, check_session_id
+from app.services.access import (
+    check_visible,
+    json_size,
+    load_current,
+    load_session,
+    new_session_id,
+    record_write,
+)
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
 from app.store.events import EventRepository
-from app.store.sessions import Counters, SessionRepository
+from app.store.sessions import SessionRepository
 
 _UNSET: Any = object()
-
-
-def json_size(value: object) -> int:
-    return len(jsonutil.dumps_bytes(value))
-
-
-def check_visible(actor: Actor, session_id: str) -> None:
-    """A key confined to a prefix sees nothing outside it: 404, like another tenant's."""
-    if actor.session_prefix and not session_id.startswith(actor.session_prefix):
-        raise SessionNotFound(f"session {session_id!r} not found")
-
-
-def new_session_id(actor: Actor) -> str:
-    """A fresh id the caller may use: under its key's session prefix, if it has one."""
-    return check_session_id((actor.session_prefix or "ses_") + new_item_id()[4:])
-
-
-async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
-    check_visible(actor, session_id)
-    state = await SessionRepository(db).get(actor.tenant_id, session_id)
-    if state is None:
-        raise SessionNotFound(f"session {session_id!r} not found")
-    return state
-
-
-async def load_current(
-    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
-) -> SessionState:
-    """``load_session``, refused with 412 if the caller expected another version."""
-    state = await load_session(db, actor, session_id)
-    if if_match is not None and state.version != if_match:
-        raise VersionMismatch(
-            f"session is at version {state.version}, the request expected {if_match}"
-        )
-    return state
-
-
-async def fail_write(
-    db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
-) -> None:
-    """Explain why a fenced update matched no row: missing session or stale version."""
-    state = await SessionRepository(db).get(actor.tenant_id, session_id)
-    if state is None:
-        raise SessionNotFound(f"session {session_id!r} not found")
-    raise VersionMismatch(f"session is at version {state.version}, the request expected {if_match}")
-
-
-async def record_write(
-    db: AsyncConnection,
-    actor: Actor,
-    session_id: str,
-    *,
-    now: datetime,
-    event_type: str,
-    data: dict[str, object] | None = None,
-    expected_version: int | None,
-    counters: Counters | None = None,
-    values: dict[str, Any] | None = None,
-) -> SessionState:
-    """The last step of a write: bump the session row (fenced on ``expected_version``: a stale
-    writer fails here with 404 or 412) and log one event at the new version."""
-    bumped = await SessionRepository(db).bump(
-        actor.tenant_id,
-        session_id,
-        counters=counters or Counters(),
-        now=now,
-        expected_version=expected_version,
-        values=values,
-    )
-    if bumped is None:
-        await fail_write(db, actor, session_id, expected_version)
-        raise AssertionError("unreachable")
-    await EventRepository(db).insert(
-        actor.tenant_id,
-        session_id,
-        [
-            event(
-                actor,
-                seq=bumped.event_seq,
-                type=event_type,
-                version=bumped.version,
-                now=now,
-                data=data,
-            )
-        ],
-    )
-    return bumped
 
 
 def _check_sizes(

@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.errors import InvalidInput, SessionExists, SnapshotNotFound
-from app.domain.items import StoredItem, body_to_dict, item_chars, new_item_id
+from app.domain.errors import InvalidInput, LimitExceeded, SessionExists, SnapshotNotFound
+from app.domain.items import StoredItem, item_chars, new_item_id, record_of
 from app.domain.sessions import SessionState, check_session_id
 from app.domain.snapshots import (
     SnapshotContent,
@@ -30,16 +30,18 @@ from app.domain.snapshots import (
     parse_document,
 )
 from app.domain.tokens import item_tokens
-from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
-from app.services.sessions import (
+from app.services.access import (
+    batch_chars,
     check_visible,
     fail_write,
     json_size,
     load_current,
     load_session,
     new_session_id,
+    off_loop_if_large,
     record_write,
 )
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
 from app.store.events import EventRepository
 from app.store.items import ItemRepository
 from app.store.sessions import Counters, SessionRepository
@@ -78,6 +80,8 @@ class Prepared:
                 pinned=s.item.pinned,
                 metadata=s.item.metadata,
                 created_at=s.created_at or now,
+                format=s.item.format,
+                record=s.item.record,
             )
             for i, s in enumerate(self.content.items)
         ]
@@ -88,15 +92,22 @@ class Prepared:
         return Counters(items=n, tokens=sum(self.tokens), chars=sum(self.chars), new_seqs=n)
 
 
-def prepare(
-    rt: Runtime, content: SnapshotContent, *, root: list[str | int] | None = None
-) -> Prepared:
+def _content_chars(content: SnapshotContent) -> int:
+    return batch_chars([s.item for s in content.items])
+
+
+def prepare(rt: Runtime, content: SnapshotContent, root: list[str | int] | None = None) -> Prepared:
     """Measure the items and check them against this server's limits."""
     limits = rt.settings.limits
     errors: list[dict[str, Any]] = []
     for index, s in enumerate(content.items):
-        if json_size(body_to_dict(s.item.body)) > limits.max_item_bytes:
-            errors.append({"loc": ["items", index], "msg": "item too large"})
+        if json_size(record_of(s.item)) > limits.max_item_bytes:
+            errors.append(
+                {
+                    "loc": ["items", index],
+                    "msg": f"item larger than {limits.max_item_bytes} bytes (LIMITS__MAX_ITEM_BYTES)",
+                }
+            )
         if s.item.metadata and json_size(s.item.metadata) > limits.max_metadata_bytes:
             errors.append({"loc": ["items", index, "metadata"], "msg": "metadata too large"})
     if content.summary and len(content.summary) > limits.max_summary_chars:
@@ -106,7 +117,8 @@ def prepare(
     if json_size(content.metadata) > limits.max_metadata_bytes:
         errors.append({"loc": ["metadata"], "msg": "metadata too large"})
     if errors:
-        raise InvalidInput(
+        too_large = any("LIMITS__" in e["msg"] for e in errors)
+        raise (LimitExceeded if too_large else InvalidInput)(
             f"the snapshot does not fit this server's limits: {len(errors)} problem(s)",
             errors=[{**e, "loc": [*(root or []), *e["loc"]]} for e in errors],
         )
@@ -261,7 +273,10 @@ async def _stored_content(
     async with rt.store.read() as db:
         await load_session(db, actor, session_id)
         document = await SnapshotRepository(db).document(actor.tenant_id, session_id, snapshot_id)
-    return None if document is None else prepare(rt, parse_document(document))
+    if document is None:
+        return None
+    content = parse_document(document)
+    return await off_loop_if_large(prepare, rt, content, chars=_content_chars(content))
 
 
 async def _require_snapshot(
@@ -300,7 +315,10 @@ async def restore_session(
     if snapshot_id is not None:
         early = await _stored_content(rt, actor, session_id, snapshot_id)
     else:
-        early = prepare(rt, parse_document(document, root=["snapshot"]), root=["snapshot"])
+        content = parse_document(document, root=["snapshot"])
+        early = await off_loop_if_large(
+            prepare, rt, content, ["snapshot"], chars=_content_chars(content)
+        )
 
     async def op(db: AsyncConnection, now: datetime) -> RestoreResult:
         state = await load_current(db, actor, session_id, if_match)
@@ -329,6 +347,7 @@ async def restore_session(
                 "epoch": state.epoch + 1,
                 "summary": content.summary,
                 "config": content.config,
+                "metadata": content.metadata,
                 "last_compaction": content.last_compaction,
             },
         )

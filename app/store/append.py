@@ -1,14 +1,16 @@
 """AppendRepository: an append to an existing session as ONE statement on Postgres.
 
-The general write path makes three statements (the fenced session-row update that allocates
-the seq range, the items INSERT, the event INSERT) inside BEGIN ... COMMIT: five round trips.
-Here the three are data-modifying CTEs of one statement: the items and the event are inserted
-from the row the UPDATE returned, so when the update matches nothing (missing session, stale
-``If-Match``) nothing is inserted, and a duplicate item id fails the whole statement. Three
-round trips (BEGIN, this, COMMIT) instead of five. It stays inside the write transaction: run
-alone (autocommit) it would be one round trip, but a statement sent by a server that then dies
-while the statement waits on the session row would still commit; in a transaction it is
-rolled back.
+The general write path makes several statements (the session-row lock, the fenced update that
+allocates the seq range, the items INSERT, the event INSERT) inside BEGIN ... COMMIT. Here they
+are data-modifying CTEs of one statement, sent in autocommit: one round trip. The items, the
+event and the idempotency record are inserted from the row the UPDATE returned, so when the
+update matches nothing (missing session, stale ``If-Match``) nothing is inserted, and a
+duplicate item id or an idempotency record already stored fails the whole statement.
+
+Autocommit means a statement whose server died while it waited on the session row still
+commits. That is why the idempotency record is part of it (DESIGN §6): the client's retry,
+with the same ``Idempotency-Key``, meets the record's primary key and replays the answer; the
+batch is never stored twice.
 
 Same rows as the general path: ``seq`` = the range the update allocated, one ``appended``
 event at the new ``event_seq`` with ``{"count", "first_seq", "last_seq"}``; the session row
@@ -18,6 +20,7 @@ comes back as the new ``SessionState``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,12 +32,13 @@ from app import jsonutil
 from app.domain.errors import DuplicateItemId
 from app.domain.items import NewItem
 from app.domain.sessions import SessionState
+from app.store.idempotency import IdempotencyScope, IdempotencyTaken, is_idempotency_conflict
 from app.store.items import body_columns
 from app.store.raw import RawQuery
-from app.store.sessions import _COLUMNS, UTC_COLUMNS, _state
+from app.store.sessions import SESSION_COLUMNS, UTC_COLUMNS, state_of_row
 from app.store.tables import UTCDateTime
 
-_RETURNING = ", ".join(c.name for c in _COLUMNS)
+_RETURNING = ", ".join(c.name for c in SESSION_COLUMNS)
 
 _APPEND_STATEMENT = (
     sa.text(
@@ -52,13 +56,13 @@ WITH s AS (
       AND (CAST(:expected AS BIGINT) IS NULL OR version = CAST(:expected AS BIGINT))
     RETURNING {_RETURNING}
 ), new_items AS (
-    INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, tokens,
-                       chars, pinned, metadata, archived, created_at, search_text)
+    INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, format,
+                       tokens, chars, pinned, metadata, archived, created_at, search_text)
     SELECT s.tenant_id, s.id, s.last_seq - CAST(:n AS BIGINT) + r.ord, r.item_id, r.type,
-           r.role, r.call_id, r.body, r.tokens, r.chars, r.pinned, r.metadata, false, :now,
-           r.search_text
+           r.role, r.call_id, r.body, r.format, r.tokens, r.chars, r.pinned, r.metadata, false,
+           :now, r.search_text
     FROM s, jsonb_to_recordset(CAST(:rows AS JSONB)) AS r(
-        ord BIGINT, item_id TEXT, type TEXT, role TEXT, call_id TEXT, body JSONB,
+        ord BIGINT, item_id TEXT, type TEXT, role TEXT, call_id TEXT, body TEXT, format TEXT,
         tokens INTEGER, chars INTEGER, pinned BOOLEAN, metadata JSONB, search_text TEXT)
 ), new_event AS (
     INSERT INTO events (tenant_id, session_id, seq, type, version, request_id, actor, data,
@@ -69,18 +73,60 @@ WITH s AS (
                               'last_seq', s.last_seq),
            :now
     FROM s
+), new_idempotency AS (
+    INSERT INTO idempotency_keys (tenant_id, key_id, method, path, key, session_id, kind,
+                                  request_hash, status_code, response, created_at, expires_at)
+    SELECT s.tenant_id, CAST(:idem_key_id AS TEXT), CAST(:idem_method AS TEXT),
+           CAST(:idem_path AS TEXT), CAST(:idem_key AS TEXT), s.id, 'append',
+           CAST(:idem_hash AS TEXT), 201,
+           json_build_object('ids', CAST(:idem_ids AS JSON),
+                             'first_seq', s.last_seq - CAST(:n AS BIGINT) + 1,
+                             'version', s.version,
+                             'created_at', CAST(:idem_now AS TEXT))::text,
+           :now, CAST(:idem_expires AS TIMESTAMPTZ)
+    FROM s
+    WHERE CAST(:idem_key AS TEXT) IS NOT NULL
 )
 SELECT {_RETURNING} FROM s
 """
     )
-    .bindparams(sa.bindparam("now", type_=UTCDateTime()))
-    .columns(*_COLUMNS)
+    .bindparams(
+        sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("idem_expires", type_=UTCDateTime())
+    )
+    .columns(*SESSION_COLUMNS)
 )
 # Sent on the driver connection (see app/store/raw.py): this is every append's statement.
 _APPEND = RawQuery(
     _APPEND_STATEMENT,
     utc_columns=UTC_COLUMNS,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendIdempotency:
+    """The idempotency record the append statement writes with the items (kind ``append``:
+    what only the database knows, item ids, first seq, version and time, for the replay)."""
+
+    scope: IdempotencyScope
+    request_hash: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRecipe:
+    """A stored ``append`` record, read back: enough to rebuild the first answer from the
+    retried request (whose hash proved it identical)."""
+
+    ids: list[str]
+    first_seq: int
+    version: int
+    created_at: datetime
+
+    @classmethod
+    def parse(cls, text: str) -> AppendRecipe:
+        data = jsonutil.loads(text)
+        created = datetime.fromisoformat(data["created_at"])
+        return cls(list(data["ids"]), int(data["first_seq"]), int(data["version"]), created)
 
 
 class AppendRepository:
@@ -99,10 +145,12 @@ class AppendRepository:
         expected_version: int | None,
         request_id: str | None,
         actor: str | None,
+        idempotency: AppendIdempotency | None = None,
     ) -> SessionState | None:
-        """Append ``batch`` ((item, id, tokens, chars), in order) and bump the session row;
-        ``None`` if the session is missing or not at ``expected_version`` (nothing written).
-        A live item id already taken raises ``DuplicateItemId`` (nothing written)."""
+        """Append ``batch`` ((item, id, tokens, chars), in order) and bump the session row,
+        in one statement; ``None`` if the session is missing or not at ``expected_version``
+        (nothing written). A live item id already taken raises ``DuplicateItemId``, a record
+        already stored under ``idempotency``'s scope ``IdempotencyTaken`` (nothing written)."""
         rows: list[dict[str, Any]] = []
         tokens = chars = 0
         for ordinal, (item, item_id, item_tokens, item_chars) in enumerate(batch, start=1):
@@ -110,7 +158,7 @@ class AppendRepository:
                 {
                     "ord": ordinal,
                     "item_id": item_id,
-                    **body_columns(item.body),
+                    **body_columns(item),
                     "tokens": item_tokens,
                     "chars": item_chars,
                     "pinned": item.pinned,
@@ -130,9 +178,33 @@ class AppendRepository:
             "rows": jsonutil.dumps(rows),
             "request_id": request_id,
             "actor": actor,
+            **_idempotency_params(idempotency, [row["item_id"] for row in rows], now),
         }
         try:
             rows = await _APPEND.rows(self.db, params)
         except IntegrityError as exc:
+            if is_idempotency_conflict(exc):
+                raise IdempotencyTaken from exc
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
-        return _state(rows[0]) if rows else None
+        return state_of_row(rows[0]) if rows else None
+
+
+def _idempotency_params(
+    idempotency: AppendIdempotency | None, ids: list[str], now: datetime
+) -> dict[str, Any]:
+    if idempotency is None:
+        return dict.fromkeys(
+            ("idem_key_id", "idem_method", "idem_path", "idem_key", "idem_hash", "idem_ids",
+             "idem_now", "idem_expires"),
+        )  # fmt: skip
+    scope = idempotency.scope
+    return {
+        "idem_key_id": scope.key_id,
+        "idem_method": scope.method,
+        "idem_path": scope.path,
+        "idem_key": scope.key,
+        "idem_hash": idempotency.request_hash,
+        "idem_ids": jsonutil.dumps(ids),
+        "idem_now": now.isoformat(),
+        "idem_expires": idempotency.expires_at,
+    }

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache
-from app.store.items import _ITEM_COLUMNS, _item
+from app.store.items import ITEM_COLUMNS, item_of_row
 from app.store.raw import RawQuery
 from app.store.tables import items as t
 from app.store.tables import sessions
@@ -145,12 +145,13 @@ def _mandatory_statement(
         .where(_live(after), after.c.seq > t.c.seq)
         .scalar_subquery()
     )
-    return sa.select(*_ITEM_COLUMNS, previous_live, next_live).where(
+    return sa.select(*ITEM_COLUMNS, previous_live, next_live).where(
         _live(), t.c.seq < window_start, sa.or_(*conditions)
     )
 
 
-_CREATED_AT = _ITEM_COLUMNS.index(t.c.created_at)
+_CREATED_AT = ITEM_COLUMNS.index(t.c.created_at)
+_N = len(ITEM_COLUMNS)  # rows put the previous and next live seq right after the item columns
 
 
 def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int) -> Any:
@@ -184,11 +185,7 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
             null,
             tokens,
             chars,
-            null,
-            null,
-            null,
-            null,
-            null,
+            *[null] * (len(ITEM_COLUMNS) - 3),  # the other item columns, previous, next
             version,
             first_live,
         ),
@@ -207,8 +204,8 @@ def _bodies(*, live_only: bool) -> RawQuery:
     which seqs are wanted."""
     scope = _live() if live_only else _of_session()
     return RawQuery(
-        sa.select(*_ITEM_COLUMNS).where(scope, t.c.seq.in_(sa.bindparam("seqs", expanding=True))),
-        postgres=sa.select(*_ITEM_COLUMNS).where(
+        sa.select(*ITEM_COLUMNS).where(scope, t.c.seq.in_(sa.bindparam("seqs", expanding=True))),
+        postgres=sa.select(*ITEM_COLUMNS).where(
             scope, t.c.seq == sa.any_(sa.bindparam("seqs", type_=ARRAY(sa.BigInteger)))
         ),
         utc_columns=[_CREATED_AT],
@@ -297,7 +294,7 @@ class ContextRepository:
             params["prefix_items"] = prefix_items
         found = await query.rows(self.db, params)
         keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
-        first_live, version = (keys[0][12], keys[0][11]) if keys else (None, None)
+        first_live, version = (keys[0][_N + 4], keys[0][_N + 3]) if keys else (None, None)
         window = await self._window([(r[1], r[4], r[5]) for r in keys], limit, first_live, version)
         if window.older_seq is None:
             return window, OlderItems(items=[], runs=[])
@@ -352,7 +349,7 @@ class ContextRepository:
             chunk = missing[start : start + _BODY_CHUNK]
             stmt = _BODIES if live_only else _ANY_BODIES
             for row in await stmt.rows(self.db, {**self._scope, "seqs": chunk}):
-                item = _item(row)
+                item = item_of_row(row)
                 found[item.seq] = item
                 if cache is not None:
                     cache.put((*base, item.seq), item)
@@ -383,10 +380,10 @@ def _older(window: WindowKeys, window_start: int, rows: Sequence[Any]) -> OlderI
     of live items between them that are not loaded: a run lies between two consecutive loaded
     items (or before the first), from the live item after the earlier one to the live item
     before the later one."""
-    items = [_item(row) for row in rows]
+    items = [item_of_row(row) for row in rows]
     runs: list[tuple[int, int]] = []
     start = window.first_live_seq
-    bounds = [(row[0], row[8], row[9]) for row in rows]
+    bounds = [(row[0], row[_N], row[_N + 1]) for row in rows]
     for seq, previous, following in [*bounds, (window_start, window.older_seq, None)]:
         if start is not None and previous is not None and start < seq:
             runs.append((int(start), int(previous)))

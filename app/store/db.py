@@ -10,21 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import jsonutil
-from app.domain.errors import DatabaseUnavailable
 from app.domain.items import StoredItem
+from app.store.db_errors import DATABASE_ERRORS, domain_error_for
 from app.store.item_cache import ItemCache, PromptCache
 from app.store.migrate import ensure_sqlite_dir
-
-# A lost or refused connection, an exhausted pool: the request can be retried as it is.
-_CONNECTION_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
 
 
 def _json_dumps(value: Any) -> str:
@@ -55,6 +51,7 @@ class Store:
         max_overflow: int = 10,
         item_cache_items: int = 0,
         prompt_cache_entries: int = 0,
+        lock_wait_seconds: float | None = None,
     ) -> Store:
         kwargs: dict[str, Any] = {
             "json_serializer": _json_dumps,
@@ -63,8 +60,14 @@ class Store:
         if url.startswith("sqlite"):
             ensure_sqlite_dir(url)
             engine = create_async_engine(url, **kwargs)
-            _configure_sqlite(engine)
+            busy_ms = 15000 if lock_wait_seconds is None else max(1, int(lock_wait_seconds * 1000))
+            _configure_sqlite(engine, busy_ms=busy_ms)
         else:
+            if lock_wait_seconds is not None:
+                # A write waits this long for the session row another write holds, then
+                # fails (SQLSTATE 55P03) with a retryable 503 instead of hanging.
+                timeout_ms = max(1, int(lock_wait_seconds * 1000))
+                kwargs["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
             engine = create_async_engine(
                 url,
                 pool_size=pool_size,
@@ -110,10 +113,20 @@ class Store:
                     await conn.execution_options(sqlite_immediate=True)
                 async with conn.begin():
                     yield conn
-        except _CONNECTION_ERRORS as exc:
-            if not self._transient(exc):
-                raise
-            raise _unavailable(exc) from exc
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A Postgres connection whose every statement commits on its own (the one-statement
+        append: no BEGIN, no COMMIT round trip; a server that dies mid-statement leaves all
+        of it or nothing)."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield conn
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
 
     @asynccontextmanager
     async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
@@ -135,32 +148,23 @@ class Store:
                 else:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
                     yield conn
-        except _CONNECTION_ERRORS as exc:
-            if not self._transient(exc):
-                raise
-            raise _unavailable(exc) from exc
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
 
-    def _transient(self, exc: Exception) -> bool:
-        # On SQLite, OperationalError is also "no such table": only a busy database is.
-        if self.is_sqlite and isinstance(exc, sa_exc.OperationalError):
-            return "locked" in str(exc) or "busy" in str(exc)
-        return True
+    def _raise_domain_error(self, exc: Exception) -> NoReturn:
+        """Raise the domain error a driver error stands for (``app.store.db_errors``), or
+        ``exc`` itself when it is a bug."""
+        mapped = domain_error_for(exc, sqlite=self.is_sqlite)
+        if mapped is None:
+            raise exc
+        raise mapped from exc
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
 
-def _unavailable(exc: Exception) -> DatabaseUnavailable:
-    """Connection trouble becomes a 503 with Retry-After (the pool replaces the connection:
-    a disconnect invalidates every pooled connection, so a retry gets a fresh one)."""
-    return DatabaseUnavailable(
-        f"the database connection failed ({type(exc.__cause__ or exc).__name__}); retry shortly",
-        retry_after=1,
-    )
-
-
-def _configure_sqlite(engine: AsyncEngine) -> None:
+def _configure_sqlite(engine: AsyncEngine, *, busy_ms: int) -> None:
     sync_engine = engine.sync_engine
 
     @event.listens_for(sync_engine, "connect")
@@ -170,7 +174,8 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=15000")
+        # a write waits this long for another one (LOCK__WAIT_SECONDS), then a 503
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         cursor.execute("PRAGMA foreign_keys=ON")
         # Prefix filters (`startswith` -> LIKE) confine keys to their sessions: they must be
         # case-sensitive, as on Postgres, or "team-a:" would also match "TEAM-A:...".

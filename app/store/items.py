@@ -14,11 +14,20 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import jsonutil
 from app.domain.errors import DuplicateItemId
-from app.domain.items import CanonicalItem, StoredItem, body_from_dict, body_to_dict, item_texts
+from app.domain.formats import decode
+from app.domain.items import (
+    NewItem,
+    StoredItem,
+    body_from_dict,
+    item_texts,
+    pair_key,
+    record_of,
+)
 from app.store.tables import items as t
 
-_ITEM_COLUMNS = [
+ITEM_COLUMNS = [
     t.c.seq,
     t.c.item_id,
     t.c.body,
@@ -27,15 +36,21 @@ _ITEM_COLUMNS = [
     t.c.pinned,
     t.c.metadata,
     t.c.created_at,
+    t.c.format,
 ]
 
 
-def _item(row: sa.Row[Any]) -> StoredItem:
-    # Positional, in _ITEM_COLUMNS order: a context read decodes hundreds of rows and building
+def item_of_row(row: sa.Row[Any]) -> StoredItem:
+    # Positional, in ITEM_COLUMNS order: a context read decodes hundreds of rows and building
     # a mapping view per row costs more than the rest of the decoding.
-    seq, item_id, body, tokens, chars, pinned, metadata, created_at = row[:8]
+    seq, item_id, text, tokens, chars, pinned, metadata, created_at, format = row[:9]
+    data = jsonutil.loads(text)
+    if format == "canonical":
+        body, record = body_from_dict(data), None
+    else:  # the record as sent; the canonical body is its view, derived again here
+        body, record = decode(format, data), data
     return StoredItem(
-        body=body_from_dict(body),
+        body=body,
         id=item_id,
         seq=seq,
         tokens=tokens,
@@ -43,18 +58,28 @@ def _item(row: sa.Row[Any]) -> StoredItem:
         pinned=pinned,
         metadata=metadata,
         created_at=created_at,
+        format=format,
+        record=record,
     )
 
 
-def body_columns(body: CanonicalItem) -> dict[str, Any]:
-    """The columns an item's body fills (both append paths write them the same way)."""
+def body_columns(item: NewItem | StoredItem) -> dict[str, Any]:
+    """The columns an item's body fills (both append paths write them the same way): the
+    record as JSON text, and what the queries select on, derived from the canonical body."""
+    body = item.body
     return {
         "type": body.type,
         "role": getattr(body, "role", None),
-        "call_id": getattr(body, "call_id", None),
-        "body": body_to_dict(body),
+        "call_id": pair_value(item),
+        "body": jsonutil.dumps(record_of(item)),
+        "format": item.format,
         "search_text": "\n".join(item_texts(body)),
     }
+
+
+def pair_value(item: NewItem | StoredItem) -> str | None:
+    key = pair_key(item.body)
+    return None if key is None else key[:256]
 
 
 def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any]:
@@ -63,7 +88,7 @@ def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any
         "session_id": session_id,
         "seq": item.seq,
         "item_id": item.id,
-        **body_columns(item.body),
+        **body_columns(item),
         "tokens": item.tokens,
         "chars": item.chars,
         "pinned": item.pinned,
@@ -97,51 +122,51 @@ class ItemRepository:
     async def list_live(
         self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
     ) -> list[StoredItem]:
-        stmt = sa.select(*_ITEM_COLUMNS).where(self._live(tenant_id, session_id))
+        stmt = sa.select(*ITEM_COLUMNS).where(self._live(tenant_id, session_id))
         if after_seq is not None:
             stmt = stmt.where(t.c.seq > after_seq)
         stmt = stmt.order_by(t.c.seq).limit(limit)
-        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+        return [item_of_row(r) for r in (await self.db.execute(stmt)).all()]
 
     async def last_live(self, tenant_id: str, session_id: str, *, count: int) -> list[StoredItem]:
         """The newest ``count`` items of working memory, oldest first."""
         stmt = (
-            sa.select(*_ITEM_COLUMNS)
+            sa.select(*ITEM_COLUMNS)
             .where(self._live(tenant_id, session_id))
             .order_by(t.c.seq.desc())
             .limit(count)
         )
         rows = (await self.db.execute(stmt)).all()
-        return [_item(r) for r in reversed(rows)]
+        return [item_of_row(r) for r in reversed(rows)]
 
     async def live_from_seq(
         self, tenant_id: str, session_id: str, *, from_seq: int
     ) -> list[StoredItem]:
         stmt = (
-            sa.select(*_ITEM_COLUMNS)
+            sa.select(*ITEM_COLUMNS)
             .where(self._live(tenant_id, session_id), t.c.seq >= from_seq)
             .order_by(t.c.seq)
         )
-        return [_item(r) for r in (await self.db.execute(stmt)).all()]
+        return [item_of_row(r) for r in (await self.db.execute(stmt)).all()]
 
     async def get_live(self, tenant_id: str, session_id: str, item_id: str) -> StoredItem | None:
-        stmt = sa.select(*_ITEM_COLUMNS).where(
+        stmt = sa.select(*ITEM_COLUMNS).where(
             self._live(tenant_id, session_id), t.c.item_id == item_id
         )
         row = (await self.db.execute(stmt)).first()
-        return _item(row) if row else None
+        return item_of_row(row) if row else None
 
     async def history(
         self, tenant_id: str, session_id: str, *, after_seq: int | None, limit: int
     ) -> list[tuple[StoredItem, bool, str | None]]:
-        stmt = sa.select(*_ITEM_COLUMNS, t.c.archived, t.c.archived_reason).where(
+        stmt = sa.select(*ITEM_COLUMNS, t.c.archived, t.c.archived_reason).where(
             self._session(tenant_id, session_id)
         )
         if after_seq is not None:
             stmt = stmt.where(t.c.seq > after_seq)
         stmt = stmt.order_by(t.c.seq).limit(limit)
         return [
-            (_item(r), r._mapping["archived"], r._mapping["archived_reason"])
+            (item_of_row(r), r._mapping["archived"], r._mapping["archived_reason"])
             for r in (await self.db.execute(stmt)).all()
         ]
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
-from app.store.items import _ITEM_COLUMNS, _item
+from app.store.items import ITEM_COLUMNS, item_of_row
 from app.store.tables import items as t
 
 _PG_CONFIG = sa.literal_column("'english'::regconfig")
@@ -87,7 +87,7 @@ class SearchRepository:
             ).label("snippet")
             stmt = (
                 sa.select(
-                    *_ITEM_COLUMNS,
+                    *ITEM_COLUMNS,
                     t.c.session_id,
                     t.c.archived,
                     t.c.archived_reason,
@@ -116,7 +116,7 @@ class SearchRepository:
             ).label("snippet")
             stmt = (
                 sa.select(
-                    *_ITEM_COLUMNS,
+                    *ITEM_COLUMNS,
                     t.c.session_id,
                     t.c.archived,
                     t.c.archived_reason,
@@ -131,7 +131,7 @@ class SearchRepository:
         return [
             SearchHit(
                 session_id=r._mapping["session_id"],
-                item=_item(r),
+                item=item_of_row(r),
                 archived=bool(r._mapping["archived"]),
                 archived_reason=r._mapping["archived_reason"],
                 score=float(r._mapping["score"]),

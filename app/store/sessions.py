@@ -14,10 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import SessionExists
 from app.domain.sessions import SessionState
 from app.store.raw import RawQuery
-from app.store.tables import compactions, events, items, snapshots
+from app.store.tables import compactions, events, idempotency_keys, items, snapshots
 from app.store.tables import sessions as t
 
-_COLUMNS = [
+SESSION_COLUMNS = [
     t.c.tenant_id,
     t.c.id,
     t.c.version,
@@ -37,9 +37,9 @@ _COLUMNS = [
 # Built once: every request loads a session row, and building the statement costs more than
 # running it.
 # the timestamp columns' positions, for statements run on the driver (app/store/raw.py)
-UTC_COLUMNS = (_COLUMNS.index(t.c.created_at), _COLUMNS.index(t.c.updated_at))
+UTC_COLUMNS = (SESSION_COLUMNS.index(t.c.created_at), SESSION_COLUMNS.index(t.c.updated_at))
 _GET = RawQuery(
-    sa.select(*_COLUMNS).where(
+    sa.select(*SESSION_COLUMNS).where(
         t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
     ),
     utc_columns=UTC_COLUMNS,
@@ -82,8 +82,8 @@ def _new_row(
     }
 
 
-def _state(row: Sequence[Any]) -> SessionState:
-    # positional: _COLUMNS is in SessionState's field order (a test checks it)
+def state_of_row(row: Sequence[Any]) -> SessionState:
+    # positional: SESSION_COLUMNS is in SessionState's field order (a test checks it)
     return SessionState(*row)
 
 
@@ -105,10 +105,21 @@ class SessionRepository:
     def _key(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
         return sa.and_(t.c.tenant_id == tenant_id, t.c.id == session_id)
 
+    async def lock(self, tenant_id: str, session_id: str) -> None:
+        """Lock the session's row until the transaction ends (the first statement of every
+        write: writes to one session are totally ordered by the database, DESIGN §6). A
+        missing row locks nothing: a create is ordered by the row's primary key instead. On
+        SQLite the write transaction (``BEGIN IMMEDIATE``) already excludes every other."""
+        if self.db.dialect.name == "sqlite":
+            return
+        await self.db.execute(
+            sa.select(sa.literal(1)).where(self._key(tenant_id, session_id)).with_for_update()
+        )
+
     async def get(self, tenant_id: str, session_id: str) -> SessionState | None:
         params = {"tenant_id": tenant_id, "session_id": session_id}
         rows = await _GET.rows(self.db, params)
-        return _state(rows[0]) if rows else None
+        return state_of_row(rows[0]) if rows else None
 
     async def _insert_new(self, values: dict[str, Any]) -> bool:
         """Insert a session row unless the id is taken; True if inserted."""
@@ -209,29 +220,35 @@ class SessionRepository:
                 updated_at=now,
                 **(values or {}),
             )
-            .returning(*_COLUMNS)
+            .returning(*SESSION_COLUMNS)
         )
         row = (await self.db.execute(stmt)).first()
-        return _state(row) if row else None
+        return state_of_row(row) if row else None
 
     async def list(
         self, tenant_id: str, *, after_id: str | None, limit: int, prefix: str | None = None
     ) -> list[SessionState]:
-        stmt = sa.select(*_COLUMNS).where(t.c.tenant_id == tenant_id)
+        stmt = sa.select(*SESSION_COLUMNS).where(t.c.tenant_id == tenant_id)
         if after_id is not None:
             stmt = stmt.where(t.c.id > after_id)
         if prefix:
             stmt = stmt.where(t.c.id.startswith(prefix, autoescape=True))
         stmt = stmt.order_by(t.c.id).limit(limit)
-        return [_state(r) for r in (await self.db.execute(stmt)).all()]
+        return [state_of_row(r) for r in (await self.db.execute(stmt)).all()]
 
     async def delete_everything(self, tenant_id: str, session_id: str) -> bool:
         """Delete the session and every row that belongs to it (items, archive, events, ...)."""
-        for child in (items, events, snapshots, compactions):
+        for child in (items, events, snapshots, compactions):  # the row is locked already
             await self.db.execute(
                 sa.delete(child).where(
                     child.c.tenant_id == tenant_id, child.c.session_id == session_id
                 )
             )
+        await self.db.execute(
+            sa.delete(idempotency_keys).where(
+                idempotency_keys.c.tenant_id == tenant_id,
+                idempotency_keys.c.session_id == session_id,
+            )
+        )
         result = await self.db.execute(sa.delete(t).where(self._key(tenant_id, session_id)))
         return bool(result.rowcount)

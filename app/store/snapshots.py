@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import jsonutil
 from app.store.tables import snapshots as t
 
 
@@ -52,7 +53,7 @@ class SnapshotRepository:
                 label=record.label,
                 version=record.version,
                 item_count=record.item_count,
-                document=document,
+                document=jsonutil.dumps(document),
                 created_at=record.created_at,
             )
         )
@@ -80,7 +81,8 @@ class SnapshotRepository:
         stmt = sa.select(t.c.document).where(
             self._session(tenant_id, session_id), t.c.id == snapshot_id
         )
-        return (await self.db.execute(stmt)).scalar()
+        text = (await self.db.execute(stmt)).scalar()
+        return None if text is None else jsonutil.loads(text)
 
     async def delete(self, tenant_id: str, session_id: str, snapshot_id: str) -> bool:
         result = await self.db.execute(

@@ -53,7 +53,7 @@ def as_utc(value: datetime | None) -> datetime | None:
 
 
 TENANT = sa.String(64)
-SID = sa.String(128)
+SID = sa.String(256)
 
 sessions = sa.Table(
     "sessions",
@@ -85,10 +85,13 @@ items = sa.Table(
     sa.Column("session_id", SID, primary_key=True),
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("item_id", sa.String(128), nullable=False),
-    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("type", sa.String(64), nullable=False),
     sa.Column("role", sa.String(16), nullable=True),
     sa.Column("call_id", sa.String(256), nullable=True),
-    sa.Column("body", JSONType, nullable=False),
+    # The record as the client sent it, as JSON text (JSONB would reorder its keys): a
+    # canonical body, or a provider item or message in ``format`` (app.domain.formats).
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("format", sa.String(24), nullable=False, server_default="canonical"),
     sa.Column("tokens", sa.Integer, nullable=False),
     sa.Column("chars", sa.Integer, nullable=False),
     sa.Column("pinned", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -136,7 +139,7 @@ events = sa.Table(
     sa.Column("tenant_id", TENANT, primary_key=True),
     sa.Column("session_id", SID, primary_key=True),
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
-    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("type", sa.String(64), nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("request_id", sa.String(128), nullable=True),
     sa.Column("actor", sa.String(128), nullable=True),
@@ -148,14 +151,26 @@ idempotency_keys = sa.Table(
     "idempotency_keys",
     metadata,
     sa.Column("tenant_id", TENANT, primary_key=True),
+    # the API key's public id ("" with auth off): another key never gets this key's answers
+    sa.Column("key_id", sa.String(64), primary_key=True),
     sa.Column("method", sa.String(8), primary_key=True),
-    sa.Column("path", sa.String(512), primary_key=True),
+    sa.Column("path", sa.String(4096), primary_key=True),
     sa.Column("key", sa.String(256), primary_key=True),
+    # the session the write acted on: its records are deleted with it (migration 0004)
+    sa.Column("session_id", SID, nullable=True),
+    # "response": ``response`` is the body; "append": what a one-statement append knew only
+    # inside the database (ids, first seq, version, time), the body being rebuilt on replay
+    sa.Column("kind", sa.String(16), nullable=False, server_default="response"),
     sa.Column("request_hash", sa.String(64), nullable=False),
     sa.Column("status_code", sa.Integer, nullable=False),
     sa.Column("response", sa.Text, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("expires_at", UTCDateTime, nullable=False, index=True),
+)
+sa.Index(
+    "ix_idempotency_keys_tenant_id_session_id",
+    idempotency_keys.c.tenant_id,
+    idempotency_keys.c.session_id,
 )
 
 snapshots = sa.Table(
@@ -167,7 +182,7 @@ snapshots = sa.Table(
     sa.Column("label", sa.String(256), nullable=True),
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("item_count", sa.Integer, nullable=False),
-    sa.Column("document", JSONType, nullable=False),
+    sa.Column("document", sa.Text, nullable=False),  # JSON text, keys in their order
     sa.Column("created_at", UTCDateTime, nullable=False),
 )
 
@@ -190,7 +205,7 @@ api_keys = sa.Table(
     sa.Column("name", sa.String(128), nullable=False),
     sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("scopes", JSONType, nullable=False),
-    sa.Column("session_prefix", sa.String(128), nullable=True),
+    sa.Column("session_prefix", sa.String(256), nullable=True),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("revoked_at", UTCDateTime, nullable=True),
 )

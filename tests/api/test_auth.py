@@ -661,6 +661,6 @@ def test_keys_cli_create_list_revoke(tmp_path: Any) -> None:
     assert _cli(["keys", "list"], env).stdout.strip() == ""
     assert json.loads(_cli(["keys", "list", "--all"], env).stdout)["revoked_at"] is not None
     r = _cli(["keys", "revoke", "smk_000000000000"], env)
-    assert r.returncode == 1 and "not found" in r.stderr
+    assert r.returncode == 2 and "not found" in r.stderr
     r = _cli(["keys", "create", "--tenant", "acme", "--name", "x", "--scopes", "root"], env)
-    assert r.returncode == 1 and "scopes" in r.stderr
+    assert r.returncode == 2 and "scopes" in r.stderr

@@ -18,7 +18,7 @@ from tests.api.helpers import all_items, append, assert_problem, create, user
 from tests.support.provider_validation import validate_payload
 
 FORMATS = ("canonical", "openai-chat", "openai-responses", "anthropic")
-ENVELOPE = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at"}
+ENVELOPE = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at", "format"}
 
 
 def stored(wire: dict[str, Any]) -> StoredItem:
@@ -444,7 +444,7 @@ async def test_a_read_that_started_before_a_write_serves_the_new_state(settings:
     from app.main import create_app
     from app.services import context as service
     from app.services.runtime import Actor
-    from app.services.sessions import load_session
+    from app.services.access import load_session
 
     app = create_app(settings)
     async with app.router.lifespan_context(app):

@@ -197,7 +197,7 @@ async def test_restore_by_document_into_another_session(client: httpx.AsyncClien
     assert body["snapshot_id"] is None and body["restored_items"] == len(MIXED)
     assert body["session"]["summary"] == "what happened before"
     assert body["session"]["config"] == {"context": {"max_tokens": 100}}
-    assert body["session"]["metadata"] == {}  # restore replaces memory, not the session's identity
+    assert body["session"]["metadata"] == {"a": 1}  # the snapshot froze it: restored too (undoable)
     ours, theirs = await all_items(client, sid), await all_items(client, other)
     assert [identity(i) for i in theirs] == [identity(i) for i in ours]
     assert [i["seq"] for i in theirs] == [2 + n for n in range(len(MIXED))]

@@ -6,6 +6,9 @@ output (openai-chat), read the context, compact (structured), snapshot, restore.
   and imported.
 - TypeScript: openapi-typescript types + openapi-fetch (clients/typescript-test, TypeScript 5
   pinned in its package-lock.json), type-checked with `tsc --noEmit`, compiled and run on Node.
+
+The session id holds a space and an `@` (as real apps' ids do): each generated client must
+percent-encode it in the path, and the server must hand back the same id.
 """
 
 from __future__ import annotations
@@ -119,7 +122,8 @@ def call(
 def test_python_generated_client_runs_the_agent_loop(
     generated: ModuleType, live_server: ServerProcess
 ) -> None:
-    sid = f"gen-py-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:8]
+    sid = f"gen py {tag}@example.com"
     client = generated.AuthenticatedClient(base_url=live_server.url, token=API_KEY)
     with client:
         created = call(
@@ -129,9 +133,11 @@ def test_python_generated_client_runs_the_agent_loop(
             "create_session",
             201,
             body={"id": sid, "metadata": {"agent": "generated-python"}},
-            idempotency_key=f"{sid}-create",
+            idempotency_key=f"{tag}-create",
         )
         assert created["id"] == sid and created["version"] == 1
+        read = call(generated, client, "sessions", "get_session", 200, session_id=sid)
+        assert read["id"] == sid
 
         call(
             generated,
@@ -152,7 +158,7 @@ def test_python_generated_client_runs_the_agent_loop(
             "append_items",
             201,
             session_id=sid,
-            idempotency_key=f"{sid}-turn-1",
+            idempotency_key=f"{tag}-turn-1",
             body={
                 "format": "openai-chat",
                 "items": [
@@ -303,10 +309,11 @@ def ts_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_typescript_client_type_checks_and_runs_the_agent_loop(
     ts_build: Path, live_server: ServerProcess
 ) -> None:
-    sid = f"gen-ts-{uuid.uuid4().hex[:8]}"
+    sid = f"gen ts {uuid.uuid4().hex[:8]}@example.com"
     done = run(["node", "build/src/agent_loop.js", live_server.url, API_KEY, sid], cwd=ts_build)
     seen = json.loads(done.stdout)
     assert seen["created_version"] == 1
+    assert seen["created_id"] == sid and seen["read_id"] == sid
     assert seen["tool_turn_types"] == ["function_call", "function_call_output"]
     assert [m["role"] for m in seen["context_messages"]] == [
         "user",

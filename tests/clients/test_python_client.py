@@ -1,14 +1,18 @@
 """The hand-written Python client (clients/python) against a live server: every operation,
-typed problem errors, bearer auth, and retries that reuse the Idempotency-Key."""
+typed problem errors, bearer auth, retries that reuse the Idempotency-Key, session ids
+percent-encoded, items read back in a provider format, one async client on many loops."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psycopg
 import pytest
-import redis
 from session_memory_client import (
     AsyncSessionMemoryClient,
     AuthenticationError,
@@ -23,9 +27,8 @@ from session_memory_client import (
     _core,
 )
 
-from app.locks import lock_key
 from tests.clients.conftest import API_KEY
-from tests.support.services import REDIS_URL, ServerProcess
+from tests.support.services import ServerProcess
 
 CHAT_TURN = [
     {"role": "user", "content": "What is the weather in Paris?"},
@@ -203,7 +206,40 @@ def test_a_lost_response_is_retried_with_the_same_key_and_applied_once(
     http.close()
 
 
-def test_503_is_retried_until_the_session_is_free(live_server: ServerProcess, new_id: str) -> None:
+class RowHolder:
+    """Another writer in the middle of a transaction on the session: its row locked in
+    Postgres (``FOR UPDATE``), as every write locks it first."""
+
+    def __init__(self, database_url: str) -> None:
+        self.db = psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://"))
+        self.timer: threading.Timer | None = None
+
+    def hold(self, session_id: str, *, seconds: float | None = None) -> None:
+        held = self.db.execute(
+            "SELECT 1 FROM sessions WHERE tenant_id = 'default' AND id = %s FOR UPDATE",
+            (session_id,),
+        )
+        assert held.fetchall() == [(1,)]
+        if seconds is not None:
+            self.timer = threading.Timer(seconds, self.db.rollback)
+            self.timer.start()
+
+    def release(self) -> None:
+        if self.timer is not None:
+            self.timer.join()
+            self.timer = None
+        else:
+            self.db.rollback()
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.db.close()
+
+
+def test_503_is_retried_until_the_session_is_free(
+    live_server: ServerProcess, pg_database: str, new_id: str
+) -> None:
     attempts: list[int] = []
 
     def count(response: httpx.Response) -> None:
@@ -211,32 +247,36 @@ def test_503_is_retried_until_the_session_is_free(live_server: ServerProcess, ne
             attempts.append(response.status_code)
 
     http = httpx.Client(event_hooks={"response": [count]})
-    store = redis.Redis.from_url(REDIS_URL)
-    with SessionMemoryClient(
-        live_server.url, api_key=API_KEY, http_client=http, retry=RetryPolicy(max_attempts=6)
-    ) as sm:
-        sm.create_session(new_id)
-        # another writer holds the session for 0.8 s; the server waits 0.3 s, then answers 503
-        assert store.set(lock_key("default", new_id), "held-by-the-test", px=800, nx=True)
-        started = time.monotonic()
-        result = sm.append_items(new_id, [{"type": "message", "role": "user", "content": "hi"}])
-        assert result["version"] == 2
-        assert attempts[0] == 503 and attempts[-1] == 201
-        assert time.monotonic() - started < 8
-
-        store.set(lock_key("default", new_id), "held-by-the-test", px=2000, nx=True)
+    other = RowHolder(pg_database)
+    try:
         with SessionMemoryClient(
-            live_server.url, api_key=API_KEY, retry=RetryPolicy(max_attempts=1)
-        ) as impatient:
-            with pytest.raises(UnavailableError) as busy:
-                impatient.append_items(
-                    new_id, [{"type": "message", "role": "user", "content": "x"}]
-                )
-        assert busy.value.retry_after is not None and busy.value.code == "lock-timeout"
-        store.delete(lock_key("default", new_id))
-        assert sm.get_session(new_id)["item_count"] == 1
-    http.close()
-    store.close()
+            live_server.url, api_key=API_KEY, http_client=http, retry=RetryPolicy(max_attempts=6)
+        ) as sm:
+            sm.create_session(new_id)
+            # another writer holds the session's row for 0.8 s; the server waits 0.3 s for it
+            # (LOCK__WAIT_SECONDS), then answers 503
+            other.hold(new_id, seconds=0.8)
+            started = time.monotonic()
+            result = sm.append_items(new_id, [{"type": "message", "role": "user", "content": "hi"}])
+            assert result["version"] == 2
+            assert attempts[0] == 503 and attempts[-1] == 201
+            assert time.monotonic() - started < 8
+            other.release()
+
+            other.hold(new_id)
+            with SessionMemoryClient(
+                live_server.url, api_key=API_KEY, retry=RetryPolicy(max_attempts=1)
+            ) as impatient:
+                with pytest.raises(UnavailableError) as busy:
+                    impatient.append_items(
+                        new_id, [{"type": "message", "role": "user", "content": "x"}]
+                    )
+            assert busy.value.retry_after is not None and busy.value.code == "lock-timeout"
+            other.release()
+            assert sm.get_session(new_id)["item_count"] == 1
+    finally:
+        other.close()
+        http.close()
 
 
 def test_only_writes_that_can_be_replayed_are_retried_after_a_transport_error() -> None:
@@ -287,3 +327,163 @@ def test_sync_and_async_clients_have_the_same_operations() -> None:
         assert inspect.iscoroutinefunction(getattr(AsyncSessionMemoryClient, name)) or name == (
             "iter_items"
         )
+
+
+RESPONSES_TURN = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+        "status": "completed",
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 21C"},
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "phase": "final_answer",
+        "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}],
+    },
+]
+
+
+def test_core_percent_encodes_every_id_in_a_path() -> None:
+    assert _core.get_session("a/b c").path == "/v1/sessions/a%2Fb%20c"
+    assert _core.get_item("u@x.com", "itm/1?").path == "/v1/sessions/u%40x.com/items/itm%2F1%3F"
+    assert (
+        _core.export_snapshot("t:u#1", "snp 1").path == "/v1/sessions/t%3Au%231/snapshots/snp%201"
+    )
+    assert _core.pop_item("é%", format=None, if_match=None, idempotency_key=None).path == (
+        "/v1/sessions/%C3%A9%25/items/pop"
+    )
+
+
+@pytest.mark.parametrize(
+    "prefix", ["user@example.com", "user 17", "tenant:user", "a?b#c%d&e+f=g", "ünï-🎉", "_private"]
+)
+def test_session_ids_real_apps_use_work_in_every_path(
+    sm: SessionMemoryClient, new_id: str, prefix: str
+) -> None:
+    session_id = f"{prefix}-{new_id}"
+    assert sm.create_session(session_id)["id"] == session_id
+    assert sm.get_session(session_id)["id"] == session_id
+    assert session_id in [s["id"] for s in sm.list_sessions(prefix=prefix)["items"]]
+    appended = sm.append_items(session_id, RESPONSES_TURN[:1], format="openai-responses")
+    item_id = appended["items"][0]["id"]
+    assert sm.get_item(session_id, item_id)["id"] == item_id
+    assert sm.list_items(session_id)["items"][0]["id"] == item_id
+    snap = sm.create_snapshot(session_id)
+    assert sm.export_snapshot(session_id, snap["id"])["items"][0]["id"] == item_id
+    assert sm.pop_item(session_id)["item"]["id"] == item_id
+    assert sm.list_history(session_id)["items"][0]["archived_reason"] == "popped"
+    sm.delete_snapshot(session_id, snap["id"])
+    sm.delete_session(session_id)
+    with pytest.raises(NotFoundError):
+        sm.get_session(session_id)
+
+
+def test_a_256_character_session_id_works(sm: SessionMemoryClient, new_id: str) -> None:
+    session_id = (new_id + "-" + "é" * 256)[:256]
+    sm.append_items(session_id, RESPONSES_TURN[:1], format="openai-responses", create=True)
+    assert sm.get_session(session_id)["item_count"] == 1
+
+
+def test_items_are_read_back_in_the_format_they_were_written_in(
+    sm: SessionMemoryClient, new_id: str
+) -> None:
+    sm.append_items(new_id, RESPONSES_TURN, format="openai-responses", create=True)
+    page = sm.list_items(new_id, format="openai-responses")
+    assert set(page) == {"format", "items", "next_cursor", "notes"}
+    assert page["format"] == "openai-responses" and page["next_cursor"] is None
+    assert page["items"] == RESPONSES_TURN  # exactly as sent, provider ids included
+    assert [list(i) for i in page["items"]] == [list(i) for i in RESPONSES_TURN]  # key order
+    assert list(sm.iter_items(new_id, page_size=3, format="openai-responses")) == RESPONSES_TURN
+    last = sm.list_items(new_id, last=2, format="openai-responses")
+    assert last["items"] == RESPONSES_TURN[-2:]
+    # the stored items, by default, carry the envelope and the format they were written in
+    stored = sm.list_items(new_id)["items"]
+    assert {i["format"] for i in stored} == {"openai-responses"}
+    assert all(i["id"].startswith("itm_") for i in stored)
+
+    popped = sm.pop_item(new_id, format="openai-responses")
+    assert popped["rendered"] == RESPONSES_TURN[-1]
+    assert popped["item"]["id"] == stored[-1]["id"]
+    assert "rendered" not in sm.pop_item(new_id)
+
+    # written in one format, read in another: that format's idiom, never an error
+    chat = sm.list_items(new_id, format="openai-chat")
+    assert chat["format"] == "openai-chat" and isinstance(chat["notes"], list)
+    assert [m["role"] for m in chat["items"]] == ["user", "assistant"]
+    assert chat["items"][1]["tool_calls"][0]["id"] == "call_1"
+
+
+def test_chat_messages_come_back_exactly_as_written(sm: SessionMemoryClient, new_id: str) -> None:
+    sm.append_items(new_id, CHAT_TURN, format="openai-chat", create=True)
+    assert sm.list_items(new_id, format="openai-chat")["items"] == CHAT_TURN
+
+
+def test_one_async_client_serves_several_event_loops_and_threads(
+    live_server: ServerProcess, new_id: str
+) -> None:
+    sm = AsyncSessionMemoryClient(live_server.url, api_key=API_KEY)  # made outside any loop
+
+    async def append(text: str) -> None:
+        item = {"type": "message", "role": "user", "content": text}
+        await sm.append_items(new_id, [item], create=True)
+
+    async def pool() -> httpx.AsyncClient:
+        await sm.get_session(new_id)
+        return await sm._pools.current()
+
+    for n in range(3):  # a new event loop each time: "Event loop is closed" before
+        asyncio.run(append(f"run {n}"))
+    with ThreadPoolExecutor(max_workers=4) as threads:  # loops running at the same time
+        list(threads.map(lambda n: asyncio.run(append(f"thread {n}")), range(8)))
+    assert asyncio.run(sm.get_session(new_id))["item_count"] == 11
+
+    # each loop's connection pool is closed when its loop shuts down
+    http = asyncio.run(pool())
+    assert http.is_closed and sm._pools._by_loop == {}
+
+    asyncio.run(sm.aclose())
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(sm.get_session(new_id))
+
+
+class _LoseFirstAsyncResponse(httpx.AsyncBaseTransport):
+    """The async twin of ``_LoseFirstResponse``."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.keys: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path.endswith("/items/pop"):
+            self.keys.append(request.headers["idempotency-key"])
+            await response.aread()
+            if len(self.keys) == 1:
+                raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+
+async def test_async_retries_reuse_the_key_so_a_pop_happens_once(
+    live_server: ServerProcess, new_id: str
+) -> None:
+    transport = _LoseFirstAsyncResponse()
+    retry = RetryPolicy(max_attempts=3, backoff=0.01)
+    async with httpx.AsyncClient(transport=transport) as http:
+        sm = AsyncSessionMemoryClient(
+            live_server.url, api_key=API_KEY, http_client=http, retry=retry
+        )
+        await sm.append_items(new_id, RESPONSES_TURN, format="openai-responses", create=True)
+        popped = await sm.pop_item(new_id, format="openai-responses")
+        assert popped["rendered"] == RESPONSES_TURN[-1]
+        assert len(transport.keys) == 2 and transport.keys[0] == transport.keys[1]
+        assert (await sm.get_session(new_id))["item_count"] == 3
+        await sm.aclose()
+        assert not http.is_closed  # a caller's client is the caller's to close

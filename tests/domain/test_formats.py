@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from app.domain.errors import InvalidInput
 from app.domain.formats import ingest, payload_usage, render
 from app.domain.items import (
+    TextPart,
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
@@ -31,7 +32,7 @@ PROPS = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-_WIRE_ONLY = {"seq", "tokens", "chars", "created_at"}
+_WIRE_ONLY = {"seq", "tokens", "chars", "created_at", "format"}
 
 
 def _full(session: Session, fmt: str) -> dict[str, Any]:
@@ -265,6 +266,8 @@ def test_native_round_trip_examples(fmt: str) -> None:
 
 
 def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
+    """``pinned`` and ``metadata`` are envelope keys in every format; a provider's ``id`` is
+    the provider's (kept in the record), never our item id."""
     news = ingest(
         "openai-chat",
         [
@@ -281,30 +284,27 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
         ],
     )
     assert [(n.id, n.pinned, n.metadata) for n in news] == [
-        ("msg-1", True, {"k": 1}),
+        (None, True, {"k": 1}),
         (None, False, {}),
     ]
     assert isinstance(news[1].body, FunctionCallItem)
+    assert news[0].record is not None and news[0].record["head"]["id"] == "msg-1"
+    assert "pinned" not in news[0].record["head"]
 
 
 @pytest.mark.parametrize(
     ("fmt", "items", "system", "locs"),
     [
+        ("openai-chat", [{"role": "user", "content": "x"}, 3], None, [["items", 1]]),
+        ("openai-chat", [{"role": "wizard", "content": "x"}], None, [["items", 0, "role"]]),
         (
             "openai-chat",
-            [{"role": "user", "content": "x", "name": "bob"}, 3],
+            [{"role": "user", "content": [{"type": "text", "text": 1}]}],
             None,
-            [["items", 0, "name"], ["items", 1]],
-        ),
-        ("openai-chat", [{"role": "function", "content": "x"}], None, [["items", 0, "role"]]),
-        (
-            "openai-chat",
-            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
-            None,
-            [["items", 0, "content", 0, "type"]],
+            [["items", 0, "content", 0, "text"]],
         ),
         ("openai-chat", [{"role": "user", "content": "x"}], "sys", [["system"]]),
-        ("openai-responses", [{"type": "web_search_call"}], None, [["items", 0, "type"]]),
+        ("openai-responses", [{"status": "completed"}], None, [["items", 0, "type"]]),
         (
             "openai-responses",
             [{"type": "function_call", "name": "f", "arguments": "{}"}],
@@ -313,16 +313,16 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
         ),
         (
             "anthropic",
-            [{"role": "user", "content": [{"type": "document"}]}],
+            [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f"}]}],
             None,
             [["items", 0, "content", 0, "type"]],
         ),
-        ("anthropic", [{"role": "system", "content": "x"}], None, [["items", 0, "role"]]),
+        ("anthropic", [{"role": "tool", "content": "x"}], None, [["items", 0, "role"]]),
         (
             "anthropic",
-            [{"role": "user", "content": "x", "id": "bad id!"}],
-            [{"type": "image"}],
-            [["items", "system", 0], ["items", 0, "id"]],
+            [{"role": "user", "content": "x", "metadata": []}],
+            [{"text": "no type"}],
+            [["items", "system", 0], ["items", 0, "metadata"]],
         ),
         (
             "canonical",
@@ -332,12 +332,93 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
         ),
     ],
 )
-def test_ingest_rejects_everything_it_cannot_carry(
+def test_ingest_rejects_only_what_is_not_valid_in_the_format(
     fmt: str, items: list[Any], system: Any, locs: list[list[Any]]
 ) -> None:
     with pytest.raises(InvalidInput) as info:
         ingest(fmt, items, system=system)  # type: ignore[arg-type]
     assert [e["loc"] for e in info.value.errors or []] == locs
+
+
+@pytest.mark.parametrize(
+    ("fmt", "items"),
+    [
+        ("openai-chat", [{"role": "user", "content": "x", "name": "bob"}]),
+        (
+            "openai-chat",
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}
+                    ],
+                }
+            ],
+        ),
+        (
+            "openai-responses",
+            [
+                {
+                    "type": "web_search_call",
+                    "id": "ws_1",
+                    "status": "completed",
+                    "action": {"type": "search", "query": "q"},
+                }
+            ],
+        ),
+        (
+            "openai-responses",
+            [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": "msg_1",
+                    "phase": "final_answer",
+                    "status": "completed",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": "hi",
+                            "annotations": [
+                                {
+                                    "type": "url_citation",
+                                    "url": "https://a.b",
+                                    "title": "t",
+                                    "start_index": 0,
+                                    "end_index": 2,
+                                }
+                            ],
+                            "logprobs": [],
+                        }
+                    ],
+                }
+            ],
+        ),
+        (
+            "anthropic",
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "document",
+                            "source": {"type": "text", "media_type": "text/plain", "data": "doc"},
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                }
+            ],
+        ),
+        ("anthropic", [{"role": "system", "content": "x"}]),
+    ],
+)
+def test_what_used_to_be_refused_is_kept_exactly(fmt: str, items: list[Any]) -> None:
+    news = ingest(fmt, items)  # type: ignore[arg-type]
+    assert [
+        n.record["message"] if "message" in (n.record or {}) else n.record for n in news
+    ] == items
+    out = render(fmt, summary=None, items=store(news))  # type: ignore[arg-type]
+    assert json.dumps(out.get("input", out.get("messages"))) == json.dumps(items)
 
 
 def test_anthropic_ingest_maps_blocks() -> None:
@@ -369,7 +450,9 @@ def test_anthropic_ingest_maps_blocks() -> None:
     assert bodies[0] == MessageItem(role="system", content=[{"type": "text", "text": "S"}])  # type: ignore[list-item]
     assert bodies[1] == ReasoningItem(content="t", signature="s")
     assert bodies[2] == FunctionCallItem(call_id="u1", name="f", arguments='{"é": 1}')
-    assert bodies[3] == FunctionCallOutputItem(call_id="u1", output="ab", is_error=False)
+    assert bodies[3] == FunctionCallOutputItem(
+        call_id="u1", output=[TextPart(text="a"), TextPart(text="b")], is_error=False
+    )
 
 
 def test_render_payload_shapes_and_summary_first() -> None:

@@ -15,12 +15,12 @@ from app.main import create_app
 from app.settings import Settings
 from app.store import context as ctx
 from app.store.db import Store
-from app.store.sessions import _COLUMNS, _GET
+from app.store.sessions import _GET, SESSION_COLUMNS
 from tests.support.services import REDIS_URL
 
 
 def test_session_columns_are_in_session_state_order() -> None:
-    assert [c.name for c in _COLUMNS] == [f.name for f in dataclasses.fields(SessionState)]
+    assert [c.name for c in SESSION_COLUMNS] == [f.name for f in dataclasses.fields(SessionState)]
 
 
 @pytest.fixture

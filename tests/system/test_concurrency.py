@@ -1,13 +1,18 @@
-"""No lost or doubled write under concurrency, through real HTTP, with Redis locking."""
+"""No lost or doubled write under concurrency, through real HTTP against a server on Postgres:
+writes to one session are ordered by its row (each append one statement that locks it)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
+import psycopg
 
-from tests.support.services import ServerProcess
+from tests.support.services import REDIS_URL, ServerProcess
 
 WRITERS = 50
 APPENDS = 20
@@ -100,3 +105,88 @@ async def test_retries_with_idempotency_keys_store_each_append_once(pg_server: S
     total = WRITERS * APPENDS
     assert [i["seq"] for i in items] == list(range(1, total + 1))
     assert len({i["content"] for i in items}) == total
+
+
+def test_every_write_waits_for_the_session_row_and_gives_up_cleanly(
+    pg_database: str, tmp_path: Path
+) -> None:
+    """Every kind of write locks the session row first: while another transaction holds it,
+    each waits ``LOCK__WAIT_SECONDS`` and answers 503 ``lock-timeout`` with Retry-After,
+    having changed nothing; reads do not wait. Once the row is free, each write goes through."""
+    server = ServerProcess(
+        env={
+            "DATABASE_URL": pg_database,
+            "REDIS_URL": REDIS_URL,
+            "AUTO_MIGRATE": "false",
+            "LOG_LEVEL": "warning",
+            "LOCK__WAIT_SECONDS": "0.3",
+        },
+        log_path=tmp_path / "server.log",
+    )
+    server.start()
+    sid = f"row-{uuid.uuid4().hex[:8]}"
+    holder = psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://"))
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert client.post("/v1/sessions", json={"id": sid}).status_code == 201
+            seed = [{"type": "message", "role": "user", "content": f"m{i}"} for i in range(4)]
+            assert client.post(f"/v1/sessions/{sid}/items", json={"items": seed}).status_code == 201
+            snap = client.post(f"/v1/sessions/{sid}/snapshots", json={}).json()["id"]
+            before = client.get(f"/v1/sessions/{sid}").json()
+            events_before = client.get(f"/v1/sessions/{sid}/events").json()["items"]
+            one = {"items": [{"type": "message", "role": "user", "content": "x"}]}
+            writes: dict[str, Callable[[], httpx.Response]] = {
+                "append": lambda: client.post(f"/v1/sessions/{sid}/items", json=one),
+                "append with a key": lambda: client.post(
+                    f"/v1/sessions/{sid}/items", json=one, headers={"Idempotency-Key": sid}
+                ),
+                "append ?create=true": lambda: client.post(
+                    f"/v1/sessions/{sid}/items?create=true", json=one
+                ),
+                "create (exists)": lambda: client.post("/v1/sessions", json={"id": sid}),
+                "patch": lambda: client.patch(f"/v1/sessions/{sid}", json={"summary": "s"}),
+                "pop": lambda: client.post(f"/v1/sessions/{sid}/items/pop"),
+                "clear": lambda: client.delete(f"/v1/sessions/{sid}/items"),
+                "snapshot": lambda: client.post(f"/v1/sessions/{sid}/snapshots", json={}),
+                "restore": lambda: client.post(
+                    f"/v1/sessions/{sid}/restore", json={"snapshot_id": snap}
+                ),
+                "compact": lambda: client.post(
+                    f"/v1/sessions/{sid}/compact",
+                    json={"policy": "structured", "keep_last_items": 1},
+                ),
+                "delete snapshot": lambda: client.delete(f"/v1/sessions/{sid}/snapshots/{snap}"),
+                "delete": lambda: client.delete(f"/v1/sessions/{sid}"),
+            }
+            held = holder.execute(
+                "SELECT 1 FROM sessions WHERE tenant_id = 'default' AND id = %s FOR UPDATE",
+                (sid,),
+            )
+            assert held.fetchall() == [(1,)]
+            for name, write in writes.items():
+                started = time.monotonic()
+                r = write()
+                waited = time.monotonic() - started
+                assert r.status_code == 503, (name, r.status_code, r.text)
+                assert r.json()["type"].endswith("/lock-timeout"), (name, r.text)
+                assert int(r.headers["retry-after"]) >= 1, name
+                assert 0.25 < waited < 5, (name, waited)
+            # reads do not wait for the row (one that did would fail like the writes), and see
+            # nothing of the writes that gave up
+            assert client.get(f"/v1/sessions/{sid}").json() == before
+            assert len(client.get(f"/v1/sessions/{sid}/items").json()["items"]) == 4
+            assert client.get(f"/v1/sessions/{sid}/context").status_code == 200
+            assert client.get(f"/v1/sessions/{sid}/events").json()["items"] == events_before
+            holder.rollback()
+
+            # nothing was half done: with the row free, every write goes through (creating a
+            # session that exists is the 409 it always is)
+            for name, write in writes.items():
+                r = write()
+                expected = (409,) if name == "create (exists)" else (200, 201, 204)
+                assert r.status_code in expected, (name, r.status_code, r.text)
+                assert "idempotent-replayed" not in r.headers, name  # the 503 stored nothing
+            assert client.get(f"/v1/sessions/{sid}").status_code == 404
+    finally:
+        holder.close()
+        server.stop()

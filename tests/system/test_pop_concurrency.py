@@ -1,5 +1,6 @@
 """Pop under concurrent appends, through real HTTP against a server on Postgres + Redis: each pop
-removes exactly one item, the newest at the moment it held the session's lock."""
+removes exactly one item, the newest at the moment it held the session's row (every write locks
+the row first, so appends and pops are ordered by it)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ async def test_pops_racing_appends_each_take_the_newest_item(pg_server: ServerPr
     assert all(h["archived_reason"] == "popped" for h in history if h["archived"])
     assert session["item_count"] == total - POPS == len(live)
 
-    # Replay the log (written under the lock, in commit order): each pop took the newest live item.
+    # Replay the log (written with the row locked, in commit order): each pop took the newest
+    # live item.
     alive: set[int] = set()
     by_version = {p["version"]: p["item"] for p in pops}
     replayed_pops = 0

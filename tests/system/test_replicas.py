@@ -1,17 +1,24 @@
 """Scale-out: three real server processes on one Postgres database and one Redis, 64 concurrent
 writers through all three into 10 sessions, while things break.
 
+Writes are ordered by the session row in Postgres (DESIGN §6): no write takes a Redis lock, an
+append to an existing session is one autocommit statement carrying its idempotency record.
 Clients do what a careful client does: on a 503 or a transport error they retry the same batch
 with the same ``Idempotency-Key``, on the next server. During the load, triggered by progress
 so that each lands mid-traffic:
 
 1. one server is killed with SIGKILL: the others go on; a batch it was writing is either
-   wholly stored or not at all. To see its lock expire for certain, a probe session is caught
-   mid-write on that server (the test holds the session's row lock, so the server sits in
-   its transaction holding the Redis lock) when the kill comes: the lock stays, unreleased,
-   until its TTL (``LOCK__TTL_SECONDS=2``) runs out, then another server writes the session,
-   and the dead server's batch is nowhere;
-2. Redis is killed and restarted on the same port: writes resume without restarting a server;
+   wholly stored or not at all. To see that for certain, a probe session is caught mid-write on
+   that server: the test holds the session's row (``FOR UPDATE``), the server's one-statement
+   append waits on it inside Postgres (no Redis key is taken for it), and the server is killed
+   then. The statement, already sent, runs once the row is free: a retry of the same batch with
+   the same key on another server replays it (201, ``Idempotent-Replayed: true``, the seqs the
+   dead server's statement took), nothing is stored twice, and nothing of the dead server is
+   left for the survivor to wait for;
+2. with Redis up at the start: Redis is killed and restarted on the same port, and writes go on
+   while it is down (no 503 ever names the lock backend; ``/readyz`` stays 200 and says
+   ``"locks": "unavailable"``). With Redis stopped for the whole run (the servers point at a
+   Redis that is not there), the same load and faults pass the same checks;
 3. every Postgres connection to the database is terminated (``pg_terminate_backend``): the
    pools recover (``pool_pre_ping``).
 
@@ -38,7 +45,6 @@ import psycopg
 import pytest
 import redis
 
-from app.locks import lock_key
 from tests.support.services import (
     PG_ADMIN_URL,
     RedisProcess,
@@ -55,18 +61,28 @@ MAX_BATCH = 4
 TIME_LIMIT = 110.0  # seconds for the whole test; pytest's timeout below is the backstop
 
 
+REDIS_MODES = ["redis-restarted", "redis-stopped"]
+
+
 @dataclass
 class Cluster:
     servers: list[ServerProcess]
     redis: RedisProcess
     db_name: str
+    redis_mode: str
+
+    @property
+    def redis_stopped_throughout(self) -> bool:
+        return self.redis_mode == "redis-stopped"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+@pytest.fixture(params=REDIS_MODES)
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     url, name = create_pg_database()
     redis = RedisProcess()
     redis.start()
+    if request.param == "redis-stopped":
+        redis.stop()  # and it stays stopped: the servers point at a port nobody listens on
     env = {
         "DATABASE_URL": url,
         "REDIS_URL": redis.url,
@@ -82,7 +98,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     try:
         for server in servers:
             server.start()
-        yield Cluster(servers, redis, name)
+        yield Cluster(servers, redis, name, request.param)
     finally:
         for server in servers:
             server.stop()
@@ -158,17 +174,20 @@ async def wait_for_progress(load: Load, fraction: float) -> None:
         await load.progress.wait()
 
 
-class LockProbe:
-    """Puts the victim server in the middle of a write to the probe session, holding its lock.
+class RowProbe:
+    """Puts the victim server in the middle of a write to the probe session.
 
-    The test takes the session row's lock in Postgres first (``FOR UPDATE``); the victim then
-    takes the Redis lock and blocks in its transaction on that row."""
+    The test takes the session row's lock in Postgres (``FOR UPDATE``, in an open
+    transaction); the victim's append statement then waits on that row inside Postgres."""
 
     def __init__(self, cluster: Cluster, run: str) -> None:
         self.sid = f"{run}-probe"
-        self.key = lock_key("default", self.sid)
-        self.redis = redis.Redis.from_url(cluster.redis.url)
-        self.db = psycopg.connect(PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + cluster.db_name)
+        self.redis = (
+            None if cluster.redis_stopped_throughout else redis.Redis.from_url(cluster.redis.url)
+        )
+        url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + cluster.db_name
+        self.db = psycopg.connect(url)
+        self.monitor = psycopg.connect(url, autocommit=True)
 
     def hold_row(self) -> None:
         self.db.execute(
@@ -176,60 +195,90 @@ class LockProbe:
             (self.sid,),
         )
 
+    def waiters(self) -> list[tuple[int, str]]:
+        """(pid, query) of every backend waiting for the row this probe holds."""
+        # from another connection: pg_stat_activity is a snapshot per transaction, and the
+        # probe's transaction is the one holding the row
+        rows = self.monitor.execute(
+            "SELECT pid, query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+            (self.db.info.backend_pid,),
+        ).fetchall()
+        return [(int(pid), str(query)) for pid, query in rows]
+
+    def backend_alive(self, pid: int) -> bool:
+        found = self.monitor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        return found.fetchone() == (1,)
+
     def release_row(self) -> None:
         self.db.rollback()
 
-    def lock_holder(self) -> bytes | None:
-        return self.redis.get(self.key)  # type: ignore[return-value]
+    def redis_keys_of_session(self) -> list[bytes]:
+        """Redis keys naming the probe session (a write lock would be one)."""
+        assert self.redis is not None
+        return list(self.redis.scan_iter(match=f"*{self.sid}*"))
 
     def close(self) -> None:
         self.db.close()
-        self.redis.close()
+        self.monitor.close()
+        if self.redis is not None:
+            self.redis.close()
+
+
+DOOMED = [
+    {"type": "message", "role": "user", "content": "sent to the dead", "metadata": {"doomed": 0}},
+    {"type": "message", "role": "assistant", "content": "stored once", "metadata": {"doomed": 1}},
+]
 
 
 async def kill_mid_write(
-    client: httpx.AsyncClient, cluster: Cluster, probe: LockProbe, events: dict[str, Any]
+    client: httpx.AsyncClient, cluster: Cluster, probe: RowProbe, events: dict[str, Any]
 ) -> None:
     victim, survivor = cluster.servers[0], cluster.servers[1]
     assert victim.proc is not None
+    path = f"/v1/sessions/{probe.sid}/items"
+    key = {"Idempotency-Key": f"{probe.sid}-doomed"}
     await asyncio.to_thread(probe.hold_row)
     doomed = asyncio.create_task(
-        client.post(
-            f"{victim.url}/v1/sessions/{probe.sid}/items",
-            json={
-                "items": [
-                    {
-                        "type": "message",
-                        "role": "user",
-                        "content": "never stored",
-                        "metadata": {"doomed": True},
-                    }
-                ]
-            },
-        )
+        client.post(victim.url + path, json={"items": DOOMED}, headers=key)
     )
-    for _ in range(200):
-        token = await asyncio.to_thread(probe.lock_holder)
-        if token is not None:
+    waiting: list[tuple[int, str]] = []
+    for _ in range(500):
+        waiting = await asyncio.to_thread(probe.waiters)
+        if waiting:
             break
         await asyncio.sleep(0.01)
-    assert token is not None, "the victim never took the probe session's lock"
+    # the victim's append is its one statement, sent, waiting for the row inside Postgres
+    # (that it is in autocommit shows below: it commits after its server is gone)
+    assert len(waiting) == 1, f"the victim's append never waited on the row: {waiting}"
+    backend, statement = waiting[0]
+    assert "UPDATE sessions" in statement and "INSERT INTO items" in statement, statement
+    if probe.redis is not None:  # the write took no Redis lock
+        assert await asyncio.to_thread(probe.redis_keys_of_session) == []
     victim.proc.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     events["killed"] = (killed_at, events["acked"]())
     with pytest.raises(httpx.TransportError):
         await doomed
     await asyncio.to_thread(probe.release_row)
-    # nobody released it: it is still the dead server's, and expires by itself
-    assert await asyncio.to_thread(probe.lock_holder) == token
+    released_at = time.monotonic()
+    # the statement outlives its server: it runs now, and its backend ends
+    for _ in range(500):
+        if not await asyncio.to_thread(probe.backend_alive, backend):
+            break
+        await asyncio.sleep(0.01)
+    assert not await asyncio.to_thread(probe.backend_alive, backend)
+    retried = await client.post(survivor.url + path, json={"items": DOOMED}, headers=key)
+    waited = time.monotonic() - released_at
+    assert retried.status_code == 201, retried.text
+    assert retried.headers.get("idempotent-replayed") == "true", "the dead server's batch was lost"
+    assert [i["seq"] for i in retried.json()["items"]] == [2, 3]
+    assert [i["content"] for i in retried.json()["items"]] == ["sent to the dead", "stored once"]
     r = await client.post(
-        f"{survivor.url}/v1/sessions/{probe.sid}/items",
+        survivor.url + path,
         json={"items": [{"type": "message", "role": "user", "content": "after the kill"}]},
     )
-    waited = time.monotonic() - killed_at
     assert r.status_code == 201, r.text
-    assert r.json()["items"][0]["seq"] == 2  # the dead server's batch took no seq
-    assert 1.0 < waited < 4.5, f"the survivor waited {waited:.2f}s for the expired lock"
+    assert r.json()["items"][0]["seq"] == 4  # the dead server's batch took seqs 2-3, once
     events["probe_wait"] = waited
 
 
@@ -243,22 +292,46 @@ def terminate_db_connections(db_name: str) -> int:
     return sum(1 for (ok,) in rows if ok)
 
 
+async def readiness(client: httpx.AsyncClient, servers: list[ServerProcess]) -> list[Any]:
+    out = []
+    for server in servers:
+        r = await client.get(server.url + "/readyz")
+        out.append((r.status_code, r.json()))
+    return out
+
+
+REDIS_DOWN_READY = (200, {"status": "ok", "database": "ok", "locks": "unavailable"})
+OUTAGE_ACKS = 20  # batches acknowledged while Redis is down, before it comes back
+
+
 async def chaos(
     client: httpx.AsyncClient,
     cluster: Cluster,
     load: Load,
-    probe: LockProbe,
+    probe: RowProbe,
     events: dict[str, Any],
 ) -> None:
     events["acked"] = lambda: len(load.acked)
+    survivors = cluster.servers[1:]
     await wait_for_progress(load, 0.15)
     await kill_mid_write(client, cluster, probe, events)
 
     await wait_for_progress(load, 0.4)
-    await asyncio.to_thread(cluster.redis.stop)
-    await asyncio.sleep(0.7)
-    await asyncio.to_thread(cluster.redis.start)
-    events["redis_restarted"] = (time.monotonic(), len(load.acked))
+    if cluster.redis_stopped_throughout:
+        events["redis_down_ready"] = await readiness(client, survivors)
+    else:
+        await asyncio.to_thread(cluster.redis.stop)
+        stopped_at, acked_then = time.monotonic(), len(load.acked)
+        events["redis_down_ready"] = await readiness(client, survivors)
+        # writes go on while Redis is down: no write waits for it
+        while len(load.acked) < acked_then + OUTAGE_ACKS:
+            assert time.monotonic() - stopped_at < 10, "writes stalled while Redis was down"
+            load.progress.clear()
+            await asyncio.wait_for(load.progress.wait(), timeout=10)
+        await asyncio.sleep(max(0.0, stopped_at + 0.7 - time.monotonic()))
+        events["acked_while_redis_down"] = len(load.acked) - acked_then
+        await asyncio.to_thread(cluster.redis.start)
+        events["redis_restarted"] = (time.monotonic(), len(load.acked))
 
     await wait_for_progress(load, 0.7)
     events["pg_terminated"] = await asyncio.to_thread(terminate_db_connections, cluster.db_name)
@@ -292,7 +365,7 @@ async def test_three_replicas_survive_kill_redis_restart_and_dropped_connections
     survivors = cluster.servers[1:]
     pids = [s.proc.pid for s in survivors if s.proc]
     events: dict[str, Any] = {}
-    probe = LockProbe(cluster, load.run)
+    probe = RowProbe(cluster, load.run)
     limits = httpx.Limits(max_connections=WRITERS + 16, max_keepalive_connections=WRITERS)
     async with httpx.AsyncClient(timeout=httpx.Timeout(20, connect=2), limits=limits) as client:
         r = await client.post(
@@ -308,12 +381,13 @@ async def test_three_replicas_survive_kill_redis_restart_and_dropped_connections
             chaos_task.cancel()
             probe.close()
 
-        # the survivors are the same processes, ready, with their pools and Redis back
+        # the survivors are the same processes, ready, with their pools (and Redis) back
         assert [s.proc.pid for s in survivors if s.proc] == pids
         assert all(s.proc is not None and s.proc.poll() is None for s in survivors)
-        for server in survivors:
-            ready = await client.get(server.url + "/readyz")
-            assert ready.status_code == 200, ready.text
+        locks = "unavailable" if cluster.redis_stopped_throughout else "ok"
+        assert await readiness(client, survivors) == [
+            (200, {"status": "ok", "database": "ok", "locks": locks})
+        ] * len(survivors)
         stored = {
             load.session(s): await read_all(client, survivors[s % 2].url, load.session(s))
             for s in range(SESSIONS)
@@ -323,14 +397,28 @@ async def test_three_replicas_survive_kill_redis_restart_and_dropped_connections
             for sid in stored
         }
         probed = await read_all(client, survivors[1].url, probe.sid)
-    assert [i["content"] for i in probed] == ["before", "after the kill"]
+    # the dead server's batch once, whole, where the replay said
+    assert [i["content"] for i in probed] == [
+        "before",
+        "sent to the dead",
+        "stored once",
+        "after the kill",
+    ]
+    assert [i["seq"] for i in probed] == [1, 2, 3, 4]
     elapsed = time.monotonic() - started
 
     victim = cluster.servers[0].proc
     assert victim is not None and victim.wait(5) == -signal.SIGKILL
     assert events["pg_terminated"] > 0, "no Postgres connection was open to drop"
+    # while Redis was down, every replica stayed in rotation and writes went on
+    assert events["redis_down_ready"] == [REDIS_DOWN_READY] * len(survivors)
+    assert not [r for r in load.retries if "lock-backend" in r], load.retries
     # writes went on after each fault (the progress triggers fire mid-load)
-    for name in ("killed", "redis_restarted", "pg_terminated_at"):
+    faults = ["killed", "pg_terminated_at"]
+    if not cluster.redis_stopped_throughout:
+        faults.append("redis_restarted")
+        assert events["acked_while_redis_down"] >= OUTAGE_ACKS
+    for name in faults:
         at, acked_then = events[name]
         assert acked_then < load.total and any(t > at for t in load.ack_times), name
 
@@ -360,6 +448,7 @@ async def test_three_replicas_survive_kill_redis_restart_and_dropped_connections
     print(
         f"\n{total_items} items in {load.total} batches, {elapsed:.1f}s; "
         f"retries: {dict(load.retries)}; pg connections dropped: {events['pg_terminated']}; "
-        f"expired lock waited for {events['probe_wait']:.2f}s"
+        f"batches acked while Redis was down: {events.get('acked_while_redis_down', 'all')}; "
+        f"survivor's retry of the dead server's batch: {events['probe_wait']:.2f}s"
     )
     assert elapsed < TIME_LIMIT

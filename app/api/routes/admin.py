@@ -18,8 +18,8 @@ from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.session_ids import SessionPrefixValue
 from app.domain.errors import InvalidInput
-from app.domain.items import ID_PATTERN
 from app.domain.keys import KEY_ID_PATTERN, NAME_PATTERN, ApiKey, Scope
 from app.services import keys as service
 from app.services.runtime import Encoded
@@ -45,11 +45,11 @@ class ApiKeyCreate(BaseModel):
         description="Any of `read`, `write`, `admin`; no more than the calling key holds",
         examples=[["read", "write"]],
     )
-    session_prefix: str | None = Field(
+    session_prefix: SessionPrefixValue | None = Field(
         None,
-        max_length=128,
-        pattern=ID_PATTERN,
-        description="Confine the key to session ids starting with this (inside the caller's)",
+        description="Confine the key to session ids starting with this (inside the caller's): "
+        "1-256 characters a session id may hold",
+        examples=["agent-7:", "tenant:user@"],
     )
 
 
@@ -121,7 +121,7 @@ async def list_keys(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     include_revoked: Annotated[bool, Query(description="Also list revoked keys")] = False,
 ) -> Response:
-    if cursor is not None and not _CURSOR_RE.match(cursor):
+    if cursor is not None and not _CURSOR_RE.fullmatch(cursor):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,13 +12,14 @@ from app.api.deps import ActorDep, IdempotencyDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.session_ids import SessionIdPath
 from app.domain.compaction import CompactResult
 from app.services import compaction as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 
 
 class CompactRequest(BaseModel):
@@ -64,14 +65,14 @@ class CompactionList(BaseModel):
     description="Nothing to compact is not an error: `compacted_items` is 0 and the report's "
     "first note says why. 409 if a restore, clear or another compaction committed while an "
     "`llm` summary was being written; 502 (naming the cause) if the model failed, with working "
-    "memory untouched; 503 `llm-not-configured` (no Retry-After) for `policy: llm` on a server "
-    "without an LLM endpoint.",
+    "memory untouched; 422 `llm-not-configured` for `policy: llm` on a server without an LLM "
+    "endpoint (not temporary: choose the structured or window policy).",
     responses={
         **problem_responses(400, 404, 409, 413, 422, 502, 503),
-        503: {
-            **problem_responses(503)[503],
-            "description": "Session busy or lock backend unavailable (see Retry-After), or "
-            "`llm-not-configured`: `policy: llm` on a server without an LLM endpoint",
+        422: {
+            **problem_responses(422)[422],
+            "description": "Invalid input, or `llm-not-configured`: `policy: llm` on a server "
+            "without an LLM endpoint",
         },
     },
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -13,13 +13,14 @@ from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import FormatName, ItemRead
+from app.api.session_ids import SessionIdPath
 from app.domain.items import MAX_SAFE_INTEGER
 from app.services import context as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/context", tags=["context"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 Tokenizer = Literal["o200k_base", "cl100k_base", "approx"]
 
 BUDGET_FIELDS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, RuntimeDep
@@ -12,13 +12,14 @@ from app.api.encoding import dumps
 from app.api.memory_schemas import EventList, HistoryList
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.session_ids import SessionIdPath
 from app.domain.items import MAX_SAFE_INTEGER
 from app.services import history as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 AfterSeq = Annotated[
     int | None, Query(ge=0, le=MAX_SAFE_INTEGER, description="Entries with seq > after_seq")
 ]

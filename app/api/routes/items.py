@@ -8,19 +8,27 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
-from app.api.encoding import dumps, items_dicts
+from app.api.encoding import dumps, items_dicts, rendered_page
 from app.api.problems import problem_responses
 from app.api.responses import json_response
-from app.api.schemas import AppendRead, ItemList, ItemRead, ItemsAppend
-from app.domain.items import ID_PATTERN, MAX_SAFE_INTEGER
+from app.api.schemas import (
+    AppendRead,
+    FormatName,
+    ItemList,
+    ItemRead,
+    ItemsAppend,
+    RenderedItemList,
+)
+from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
+from app.domain.items import MAX_SAFE_INTEGER
 from app.services import items as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
-# An append may create the session (`?create=true`), so its id must be one a session can have.
-AppendSessionId = Annotated[str, Path(description="Session id", pattern=ID_PATTERN)]
+SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
+# An append may create the session (`?create=true`): the same rule as every session id.
+AppendSessionId = SessionId
 
 
 def _encode_append(result: service.AppendResult) -> Encoded:
@@ -61,7 +69,7 @@ async def append_items(
 
 @router.get(
     "",
-    response_model=ItemList,
+    response_model=ItemList | RenderedItemList,
     operation_id="listItems",
     summary="Working memory, oldest first, paginated by seq",
     responses=problem_responses(404, 422),
@@ -77,11 +85,22 @@ async def list_items(
     last: Annotated[
         int | None, Query(ge=1, le=1000, description="The newest N items, oldest first")
     ] = None,
+    format: Annotated[
+        FormatName,
+        Query(
+            description="`canonical`: stored items with their envelope; a provider format: "
+            "its own items or messages, exactly as appended in it (a page never ends inside a "
+            "provider message)"
+        ),
+    ] = "canonical",
 ) -> Response:
     page, next_cursor, version = await service.list_items(
-        rt, actor, session_id, after_seq=after_seq, limit=limit, last=last
+        rt, actor, session_id, after_seq=after_seq, limit=limit, last=last, format=format
     )
-    body = dumps({"items": items_dicts(page), "next_cursor": next_cursor})
+    if format == "canonical":
+        body = dumps({"items": items_dicts(page), "next_cursor": next_cursor})
+    else:
+        body = dumps({"format": format, **rendered_page(format, page), "next_cursor": next_cursor})
     return json_response(Encoded(200, body, version=version))
 
 

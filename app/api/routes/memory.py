@@ -3,27 +3,35 @@ working memory, or empty it (items stay in history)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
-from app.api.encoding import dumps, session_dict
+from app.api.encoding import dumps, rendered_page, session_dict
 from app.api.memory_schemas import ClearRead, PopRead
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.schemas import FormatName
+from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
 from app.services import memory as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
 
 
-def _encode_pop(result: service.PopResult) -> Encoded:
-    body = {"item": result.item.to_wire(), "version": result.version}
-    return Encoded(200, dumps(body), version=result.version)
+def _encode_pop(format: FormatName | None) -> Any:
+    def encode(result: service.PopResult) -> Encoded:
+        body: dict[str, Any] = {"item": result.item.to_wire(), "version": result.version}
+        if format is not None:
+            items = rendered_page(format, [result.item])["items"]
+            body["rendered"] = items[0] if len(items) == 1 else None
+        return Encoded(200, dumps(body), version=result.version)
+
+    return encode
 
 
 def _encode_clear(result: service.ClearResult) -> Encoded:
@@ -44,9 +52,16 @@ async def pop_item(
     actor: ActorDep,
     if_match: IfMatchDep,
     idem: IdempotencyDep,
+    format: Annotated[
+        FormatName | None,
+        Query(
+            description="Also return the popped item in this format as `rendered` (exactly as "
+            "it was appended, when appended in it; null if the format cannot carry it)"
+        ),
+    ] = None,
 ) -> Response:
     encoded = await service.pop_item(
-        rt, actor, session_id, if_match=if_match, idempotency=idem, encode=_encode_pop
+        rt, actor, session_id, if_match=if_match, idempotency=idem, encode=_encode_pop(format)
     )
     return json_response(encoded)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, RuntimeDep
@@ -14,6 +14,7 @@ from app.api.encoding import dumps
 from app.api.memory_schemas import SearchResults
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.session_ids import SessionIdPath
 from app.domain.errors import InvalidInput
 from app.services import search as service
 from app.services.runtime import Encoded
@@ -21,7 +22,7 @@ from app.store.search import SearchHit
 
 router = APIRouter(tags=["search"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 Q = Annotated[
     str,
     Query(

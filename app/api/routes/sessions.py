@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
@@ -12,26 +12,27 @@ from app.api.encoding import dumps, encode_session, session_dict
 from app.api.problems import problem_responses
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
+from app.api.session_ids import SessionIdPath, SessionIdValue
 from app.domain.errors import InvalidInput
-from app.domain.items import ID_PATTERN, is_valid_id
+from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 
 
 def _cursor_encode(after_id: str | None) -> str | None:
-    # The cursor is the last id of the page: any id is a valid position (ids are URL-safe), so
-    # the spec can say exactly what a cursor looks like.
+    # The cursor is the last id of the page: any session id is a valid position, so the spec
+    # can say exactly what a cursor looks like (clients percent-encode it in the query).
     return after_id or None
 
 
 def _cursor_decode(cursor: str | None) -> str | None:
     if not cursor:
         return None
-    if not is_valid_id(cursor):
+    if not is_valid_session_id(cursor):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )
@@ -69,11 +70,12 @@ async def list_sessions(
     rt: RuntimeDep,
     actor: ActorDep,
     cursor: Annotated[
-        str | None, Query(pattern=ID_PATTERN, description="`next_cursor` of the previous page")
+        SessionIdValue | None, Query(description="`next_cursor` of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     prefix: Annotated[
-        str | None, Query(max_length=128, description="Only ids with this prefix")
+        str | None,
+        Query(max_length=SESSION_PREFIX_MAX, description="Only ids with this prefix"),
     ] = None,
 ) -> Response:
     rows, next_after = await service.list_sessions(

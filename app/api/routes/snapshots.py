@@ -23,6 +23,7 @@ from app.api.memory_schemas import (
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import SessionRead
+from app.api.session_ids import SessionIdPath
 from app.domain.errors import InvalidInput
 from app.services import snapshots as service
 from app.services.runtime import Encoded
@@ -30,7 +31,7 @@ from app.store.snapshots import SnapshotRecord
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["snapshots"])
 
-SessionId = Annotated[str, Path(description="Session id", max_length=128)]
+SessionId = SessionIdPath
 SnapshotId = Annotated[str, Path(description="Snapshot id", max_length=128)]
 
 

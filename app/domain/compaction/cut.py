@@ -33,11 +33,10 @@ from itertools import pairwise
 
 from app.domain.errors import InvalidInput
 from app.domain.items import (
-    FunctionCallItem,
-    FunctionCallOutputItem,
     MessageItem,
     ReasoningItem,
     StoredItem,
+    pair_key,
 )
 
 __all__ = ["CutPlan", "is_user_message", "plan_cut", "seq_ranges"]
@@ -139,11 +138,12 @@ class _Units:
         first_by_call: dict[str, int] = {}
         for index, item in enumerate(items):
             body = item.body
-            if isinstance(body, FunctionCallItem | FunctionCallOutputItem):
-                if body.call_id in first_by_call:
-                    self.union(first_by_call[body.call_id], index)
+            key = pair_key(body)  # function calls, and the opaque call/output pairs
+            if key is not None:
+                if key in first_by_call:
+                    self.union(first_by_call[key], index)
                 else:
-                    first_by_call[body.call_id] = index
+                    first_by_call[key] = index
             if isinstance(body, ReasoningItem) and index + 1 < len(items):
                 self.union(index, index + 1)
 

@@ -23,7 +23,7 @@ from app.domain.items import (
     FunctionCallOutputItem,
     MessageItem,
     StoredItem,
-    TextPart,
+    parts_text,
 )
 
 __all__ = ["ExtractedFacts", "classify_tool", "extract_facts", "message_text", "shorten"]
@@ -99,10 +99,7 @@ def shorten(text: str, limit: int = ENTRY_MAX_CHARS) -> str:
 
 
 def message_text(body: MessageItem) -> str:
-    if isinstance(body.content, str):
-        return body.content
-    texts = [p.text if isinstance(p, TextPart) else "[image]" for p in body.content]
-    return "\n".join(texts)
+    return parts_text(body.content)
 
 
 def _words(name: str) -> list[str]:
@@ -282,13 +279,14 @@ def extract_facts(items: Sequence[StoredItem]) -> ExtractedFacts:
         elif isinstance(body, FunctionCallOutputItem):
             call, arguments, kind = calls.get(body.call_id, (None, None, "other"))
             what = _describe_call(call, arguments)
-            failure = _failure_detail(body.output, kind)
+            output = parts_text(body.output)
+            failure = _failure_detail(output, kind)
             # Anthropic's tool_result carries an explicit error flag: trust it when present.
             if failure is None and getattr(body, "is_error", None):
-                first = next((ln.strip() for ln in body.output.splitlines() if ln.strip()), "")
+                first = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
                 failure = shorten(first or "the tool reported an error")
             if failure:
                 _add_unique(facts.errors, [f"{what} failed: {failure}"])
             if kind != "read":
-                _add_unique(facts.test_results, [f"{what}: {t}" for t in _test_lines(body.output)])
+                _add_unique(facts.test_results, [f"{what}: {t}" for t in _test_lines(output)])
     return facts

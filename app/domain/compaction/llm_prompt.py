@@ -22,8 +22,11 @@ from app.domain.items import (
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
+    OpaqueItem,
     ReasoningItem,
     StoredItem,
+    opaque_texts,
+    parts_text,
 )
 
 __all__ = ["SYSTEM_PROMPT", "build_llm_messages", "render_transcript"]
@@ -73,8 +76,10 @@ def _render_item(item: StoredItem, call_names: dict[str, str]) -> str:
         return f"{prefix} assistant called {body.name} (call {body.call_id}) with {arguments}"
     if isinstance(body, FunctionCallOutputItem):
         name = call_names.get(body.call_id, "a tool")
-        output = _clip(body.output, TOOL_OUTPUT_MAX_CHARS)
+        output = _clip(parts_text(body.output), TOOL_OUTPUT_MAX_CHARS)
         return f"{prefix} result of {name} (call {body.call_id}):\n{output}"
+    if isinstance(body, OpaqueItem):
+        return f"{prefix} {body.type}: {_clip(' '.join(opaque_texts(body.data)), ITEM_MAX_CHARS)}"
     assert isinstance(body, ReasoningItem)
     texts = [*body.summary, *([body.content] if body.content else [])]
     if not texts:

@@ -4,17 +4,21 @@ One module per format (``canonical``, ``openai_chat``, ``openai_responses``, ``a
 each module docstring states its mapping and its token counting rule.
 
 Invariants:
-- ``ingest`` is all-or-nothing: it returns canonical ``NewItem``s for the whole batch or raises
+- ``ingest`` is all-or-nothing: it returns ``NewItem``s for the whole batch or raises
   ``InvalidInput`` listing every problem (``loc`` starts with ``["items", index, ...]``, or
-  ``["items", "system", ...]`` for the Anthropic system). Fields the canonical model cannot
-  carry are rejected, never silently dropped (documented per format: transport-only fields such
-  as ``status`` or ``cache_control`` are ignored).
-- In every format, the envelope keys ``id``, ``pinned`` and ``metadata`` may be added to each
-  message; when one message yields several canonical items (an assistant message with tool
-  calls, an Anthropic message with several blocks) the envelope goes on the first one.
+  ``["items", "system", ...]`` for the Anthropic system).
+- Faithful storage (DESIGN §1): in a provider format every item or message is kept exactly as
+  sent, in its ``record``; the canonical ``body`` is a view of it for the projection, derived
+  again from the record whenever it is loaded (``decode``). Nothing is dropped or rewritten.
+- The envelope keys ``pinned`` and ``metadata`` may be added to each message in every format;
+  ``id`` is our item id only in ``canonical`` (in a provider format it is the provider's, and
+  stays in the record). When one message yields several canonical items (an assistant message
+  with tool calls, an Anthropic message with several blocks) the envelope goes on the first.
 - ``render`` is a pure function of its input: the same items give byte-identical payloads.
-  It converts faithfully and does not drop or pair anything; making a payload that a provider
-  accepts (pairing, ordering, budgets) is the projection's job (``app.domain.projection``).
+  An item is rendered from its record in its own format (exactly as sent) and in the target's
+  idiom otherwise; what a format cannot carry is left out (``representable``). It does not
+  pair anything; making a payload that a provider accepts (pairing, ordering, budgets) is the
+  projection's job (``app.domain.projection``).
 - ``payload_usage`` recomputes (tokens, chars) from a rendered payload under the format's rule.
 """
 
@@ -24,11 +28,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from app.domain.errors import InvalidInput
-from app.domain.items import CanonicalItem, NewItem, StoredItem
+from app.domain.items import CanonicalItem, ImagePart, NewItem, OtherPart, StoredItem
 from app.domain.tokens import DEFAULT_TOKENIZER, TokenizerName
 
 from . import anthropic, canonical, openai_chat, openai_responses
-from ._common import Entry, TokenCache, Usage, entries_of
+from ._common import Entry, TokenCache, Usage, entries_of, image_to_anthropic_source
 
 FormatName: TypeAlias = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
 FORMAT_NAMES: tuple[FormatName, ...] = get_args(FormatName)
@@ -46,7 +50,7 @@ _COUNT: dict[str, Callable[[dict[str, Any], Usage], None]] = {
     "openai-responses": openai_responses.count,
     "anthropic": anthropic.count,
 }
-_REPRESENTABLE: dict[str, Callable[[CanonicalItem], bool]] = {
+_REPRESENTABLE: dict[str, Callable[[CanonicalItem, str], bool]] = {
     "canonical": canonical.representable,
     "openai-chat": openai_chat.representable,
     "openai-responses": openai_responses.representable,
@@ -101,6 +105,97 @@ def render(
     return _RENDER[format](summary, entries_of(items))
 
 
+def render_listing(format: FormatName, items: Sequence[StoredItem]) -> dict[str, Any]:
+    """Working-memory items (a page of them) in ``format``, as stored: no summary, and in
+    ``anthropic`` no leading user message added before an assistant one."""
+    _check_format(format)
+    if format == "anthropic":
+        return anthropic.render(None, entries_of(items), continuation=False)
+    return _RENDER[format](None, entries_of(items))
+
+
+_DECODE: dict[str, Callable[[dict[str, Any]], CanonicalItem]] = {
+    "openai-chat": openai_chat.decode_record,
+    "openai-responses": openai_responses.decode_record,
+    "anthropic": anthropic.decode_record,
+}
+
+
+def decode(format: str, record: dict[str, Any]) -> CanonicalItem:
+    """The canonical body of a stored provider record (what ``ingest`` made of it)."""
+    return _DECODE[format](record)
+
+
+def placeholder_allowed(item: StoredItem) -> bool:
+    """Whether a call still waiting for its output may get a synthetic one
+    (``dangling_tool_calls: placeholder``): a function call, but not Chat's deprecated
+    ``function_call``, whose answer is a ``function`` message no placeholder can be."""
+    return item.body.type == "function_call" and not openai_chat.is_legacy_call(item)
+
+
+def degraded_parts(format: FormatName, item: StoredItem, body: CanonicalItem) -> list[str]:
+    """The types of the parts of ``item`` (rendered as ``body``) that ``format`` has no
+    counterpart for, so it renders them as their text or a marker, or leaves them out (an
+    Anthropic server tool's record): empty for an item rendered from its own record."""
+    if format == "canonical" or (item.format == format and body is item.body):
+        return []
+    parts: Any = None
+    role = "user"
+    if body.type == "message":
+        parts, role = body.content, body.role  # type: ignore[union-attr]
+    elif body.type == "function_call_output":
+        parts = body.output  # type: ignore[union-attr]
+    if parts is None or isinstance(parts, str):
+        return []
+    out: list[str] = []
+    for part in parts:
+        if type(part) is OtherPart:
+            out.append(part.type)
+        elif type(part) is ImagePart and format != "openai-responses":
+            usable = role == "user" or body.type == "function_call_output"
+            if format == "openai-chat" and (part.url is None or body.type != "message"):
+                usable = False
+            if format == "anthropic" and image_to_anthropic_source(part) is None:
+                usable = False
+            if not usable:
+                out.append("image")
+    return out
+
+
+def lossy_notes(format: FormatName, left: dict[str, int], parts: dict[str, int]) -> list[str]:
+    """Report notes naming the items ``format`` cannot carry and the parts it renders as
+    text or leaves out (by type, with counts)."""
+
+    def named(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(counts.items()))
+
+    notes: list[str] = []
+    if left:
+        notes.append(
+            f"{format}: left out {sum(left.values())} items it has no counterpart for "
+            f"({named(left)})"
+        )
+    if parts:
+        notes.append(
+            f"{format}: {sum(parts.values())} parts it has no counterpart for became text, a "
+            f"marker or nothing ({named(parts)})"
+        )
+    return notes
+
+
+def left_out(format: FormatName, items: Sequence[StoredItem]) -> list[str]:
+    """Notes on what a listing of ``items`` in ``format`` could not carry as it was."""
+    left: dict[str, int] = {}
+    parts: dict[str, int] = {}
+    for item in items:
+        if not representable(format, item.body, origin=item.format):
+            left[item.body.type] = left.get(item.body.type, 0) + 1
+            continue
+        for kind in degraded_parts(format, item, item.body):
+            parts[kind] = parts.get(kind, 0) + 1
+    return lossy_notes(format, left, parts)
+
+
 def render_entries(
     format: FormatName, *, summary: str | None, entries: Sequence[Entry]
 ) -> dict[str, Any]:
@@ -108,9 +203,10 @@ def render_entries(
     return _RENDER[format](summary, entries)
 
 
-def representable(format: FormatName, body: CanonicalItem) -> bool:
-    """Whether ``format`` can carry ``body`` at all (reasoning provenance decides)."""
-    return _REPRESENTABLE[format](body)
+def representable(format: FormatName, body: CanonicalItem, *, origin: str = "canonical") -> bool:
+    """Whether ``format`` can carry ``body``, ingested in ``origin``, at all (reasoning
+    provenance decides, and opaque items exist only in their own format)."""
+    return _REPRESENTABLE[format](body, origin)
 
 
 def payload_usage(
@@ -133,9 +229,15 @@ __all__ = [
     "Entry",
     "FormatName",
     "TokenCache",
+    "decode",
+    "degraded_parts",
     "ingest",
+    "left_out",
+    "lossy_notes",
     "payload_usage",
+    "placeholder_allowed",
     "render",
+    "render_listing",
     "render_entries",
     "representable",
 ]

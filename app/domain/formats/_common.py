@@ -19,11 +19,15 @@ from pydantic import ValidationError
 from app.domain.errors import InvalidInput
 from app.domain.items import (
     ENVELOPE_FIELDS,
+    PROVIDER_ENVELOPE_FIELDS,
     CanonicalItem,
     ImagePart,
     NewItem,
+    OtherPart,
     StoredItem,
     make_new_item,
+    opaque_images,
+    opaque_texts,
 )
 from app.domain.tokens import IMAGE_TOKENS, TokenizerName, count_text
 
@@ -58,6 +62,37 @@ class Entry:
 
 def entries_of(items: Any) -> list[Entry]:
     return [Entry(body=item.body, stored=item) for item in items]
+
+
+def is_native(entry: Entry, format: str) -> bool:
+    """Whether ``entry`` is an item ingested in ``format`` that the projection left as it was:
+    then it is rendered from its record, exactly as it was sent."""
+    stored = entry.stored
+    return (
+        stored is not None
+        and stored.format == format
+        and stored.record is not None
+        and entry.body is stored.body
+    )
+
+
+def is_tool_part(kind: str) -> bool:
+    """A part that records a provider-run tool (Anthropic's ``server_tool_use`` and the
+    ``*_tool_result`` blocks, ``container_upload``): meaningless as text elsewhere."""
+    return kind.endswith("_tool_use") or kind.endswith("_tool_result") or kind == "container_upload"
+
+
+def other_part_text(part: OtherPart) -> str | None:
+    """An other part in a format that has no counterpart for it: its texts (a document's
+    text, a refusal), a marker (``[input_audio omitted]``), or ``None`` for a record of a
+    provider-run tool, which is left out."""
+    if is_tool_part(part.type):
+        return None
+    texts = opaque_texts(part.data)
+    return "\n".join(texts) if texts else f"[{part.type} omitted]"
+
+
+CONTENT_OMITTED = "[content omitted]"
 
 
 class _SharedCounts:
@@ -147,8 +182,16 @@ class Usage:
         self.tokens += self.cache.count_all(values)
         self.chars += sum(map(len, values))
 
-    def image(self, detail: str | None) -> None:
+    def image(self, detail: Any) -> None:
         self.tokens += IMAGE_TOKENS.get(detail or "auto", IMAGE_TOKENS["auto"])
+
+    def opaque(self, value: Any, texts: list[str]) -> None:
+        """Data kept verbatim: its texts go to ``texts`` (counted in bulk), its images are
+        charged here (``items.opaque_texts``, ``items.opaque_images``)."""
+        texts.extend(opaque_texts(value))
+        images = opaque_images(value)
+        if images:
+            self.tokens += IMAGE_TOKENS["auto"] * images
 
     def overhead(self, tokens: int) -> None:
         self.tokens += tokens
@@ -156,6 +199,8 @@ class Usage:
 
 def image_to_anthropic_source(part: ImagePart) -> dict[str, str] | None:
     """An Anthropic image ``source`` for a canonical image, or ``None`` if it has none."""
+    if part.url is None:
+        return {"type": "file", "file_id": part.file_id} if part.file_id else None
     match = _DATA_URL_RE.match(part.url)
     if match:
         return {"type": "base64", "media_type": match.group(1), "data": match.group(2)}
@@ -187,20 +232,42 @@ class Problems:
 
 
 def split_envelope(entry: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(message without envelope keys, envelope) for a provider-format message."""
+    """(item without envelope keys, envelope) for a canonical item."""
     data = dict(entry)
     envelope = {k: data.pop(k) for k in ENVELOPE_FIELDS if k in data}
     return data, envelope
 
 
+def split_provider_envelope(
+    entry: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(message as sent, without ``pinned``/``metadata``; envelope) for a provider message.
+    Its ``id``, if any, is the provider's and stays in the message."""
+    if "pinned" not in entry and "metadata" not in entry:
+        return dict(entry), {}
+    data = dict(entry)
+    envelope = {k: data.pop(k) for k in PROVIDER_ENVELOPE_FIELDS if k in data}
+    return data, envelope
+
+
 def build_items(
-    bodies: list[CanonicalItem], envelope: dict[str, Any], loc: Loc, problems: Problems
+    pieces: list[tuple[CanonicalItem, dict[str, Any]]],
+    envelope: dict[str, Any],
+    loc: Loc,
+    problems: Problems,
+    *,
+    format: str,
 ) -> list[NewItem]:
-    """NewItems for one provider message: the envelope goes on the first canonical item."""
+    """NewItems for one provider message, given (body, record) per canonical item: the
+    envelope goes on the first one."""
     out: list[NewItem] = []
-    for k, body in enumerate(bodies):
+    for k, (body, record) in enumerate(pieces):
         try:
-            out.append(make_new_item(body, **envelope) if k == 0 else NewItem(body=body))
+            out.append(
+                make_new_item(body, **envelope, format=format, record=record)
+                if k == 0
+                else NewItem(body=body, format=format, record=record)
+            )
         except InvalidInput as exc:
             for e in exc.errors or []:
                 problems.add([*loc, *e.get("loc", [])], e["msg"])
@@ -224,5 +291,3 @@ def check_keys(
         if key in ignorable_if_empty and value in (None, [], {}, ""):
             continue
         problems.add([*loc, key], "field not supported by the canonical item model")
-
-

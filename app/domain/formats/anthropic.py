@@ -1,32 +1,53 @@
 """The ``anthropic`` format: Messages API ``system`` + ``messages``.
 
-Ingest: the top-level ``system`` (a string, or a list of text blocks) becomes one canonical
-system message first. Each message (``id``/``pinned``/``metadata`` accepted as extra keys, put
-on the first canonical item it yields) is split into canonical items by block: runs of
-``text``/``image`` blocks become one message item (string content stays a string); ``tool_use``
-becomes ``function_call`` (``input`` serialised with ``json.dumps(..., ensure_ascii=False)``);
-``tool_result`` becomes ``function_call_output`` (text blocks joined; ``is_error`` kept);
-``thinking`` becomes reasoning with ``content`` and ``signature``; ``redacted_thinking`` becomes
-reasoning with ``encrypted_content`` and ``redacted``. ``cache_control`` hints are dropped;
-other block types are rejected.
+Ingest: every message and block of the SDK's ``MessageParam`` is accepted and stored exactly
+as sent (``cache_control``, citations, ids, everything); only the envelope keys ``pinned`` and
+``metadata`` are taken off a message. The top-level ``system`` (a string or text blocks) is
+stored as one system item, first. A message is split into canonical items by block, for the
+projection:
 
-Render:
-- ``system``: the summary, then every system/developer message, as text blocks (a single
-  string-content source stays a string); the key is absent when there is none;
+- runs of content blocks (``text``, ``image``, ``document``, ``search_result``,
+  ``server_tool_use`` and the server tools' ``*_tool_result`` blocks, ``container_upload``,
+  any newer block) form one message item: text blocks are its text parts, images its image
+  parts, the rest other parts (a server tool's use and its result sit in the same run, so they
+  are never parted);
+- ``tool_use`` (assistant) becomes a ``function_call`` (``input`` serialised with
+  ``json.dumps(..., ensure_ascii=False)``), ``tool_result`` (user) a ``function_call_output``
+  (its content a string or parts; ``is_error`` kept);
+- ``thinking`` becomes reasoning with ``content`` and ``signature``; ``redacted_thinking``
+  reasoning with ``encrypted_content`` and ``redacted``.
+
+A message that yields one item is stored whole (``{"message": M}``); a longer one as its
+blocks, item by item, the first item also holding the message without its blocks (``head``),
+so the message can be put back together exactly.
+
+Render: items ingested in this format come back exactly as they were sent: a stored message
+whole, a split one rejoined from its blocks where they follow each other unchanged (a message
+with some blocks left out keeps the rest, in order). Other items are rendered in this format's
+idiom:
+
+- ``system``: the summary, then every system/developer message not written as an Anthropic
+  message, as text blocks (a single string source stays a string; an Anthropic ``system``
+  alone comes back as sent); the key is absent when there is none;
 - ``messages``: user-side items (user messages, tool results) and assistant-side items
   (assistant messages, tool uses, thinking) become blocks; consecutive same-role blocks merge
-  into one message, with ``tool_result`` blocks moved first in a user message; a message from a
-  single string-content item keeps string content; if the first message would be an assistant
-  message, a user message ``[earlier conversation omitted]`` is put first;
+  into one message (never into a message stored whole), with ``tool_result`` blocks moved first
+  in a merged user message; a message from a single string-content item keeps string content;
+  if the first message would be an assistant message, a user message ``[earlier conversation
+  omitted]`` is put first;
 - tool ``input`` is the call's arguments parsed as a JSON object (``{}`` when empty,
   ``{"arguments": <raw>}`` when they are not a JSON object);
 - images: data URLs (jpeg/png/gif/webp, base64) become base64 sources, http(s) URLs URL
-  sources, anything else ``[image omitted]``; images outside user messages are omitted likewise;
-- only Anthropic reasoning (signature or redacted) is rendered.
+  sources, ``file_id`` file sources; anything else, and images outside user messages,
+  ``[image omitted]``; other parts from other formats become their text (or ``[TYPE
+  omitted]``);
+- only Anthropic reasoning (signature or redacted) is rendered; opaque items of other formats
+  (hosted tool calls, ...) have no counterpart and are left out.
 
 Token rule: ``system`` counts ``3`` + its texts; each message ``3`` + its blocks: text, thinking
 text, the fixed image charge, ``tool_use`` ``3`` + name + ``json.dumps(input,
-ensure_ascii=False)``, ``tool_result`` ``3`` + its content text; ``redacted_thinking`` is opaque.
+ensure_ascii=False)``, ``tool_result`` ``3`` + its content texts and images; any other block
+the texts ``items.opaque_texts`` finds, and the image charge per ``image_url`` in it; ``redacted_thinking`` is opaque.
 """
 
 from __future__ import annotations
@@ -44,11 +65,14 @@ from app.domain.items import (
     ImagePart,
     MessageItem,
     NewItem,
+    OpaqueItem,
+    OtherPart,
     ReasoningItem,
     TextPart,
 )
 
 from ._common import (
+    CONTENT_OMITTED,
     IMAGE_OMITTED,
     PER_MESSAGE_TOKENS,
     PER_TOOL_BLOCK_TOKENS,
@@ -56,203 +80,232 @@ from ._common import (
     Problems,
     Usage,
     build_items,
-    check_keys,
     image_to_anthropic_source,
-    split_envelope,
+    is_native,
+    other_part_text,
+    split_provider_envelope,
 )
 
+FORMAT = "anthropic"
 CONTINUATION = "[earlier conversation omitted]"
-_IGNORED = frozenset({"cache_control", "citations"})
+_ROLES = ("user", "assistant", "system")
+# Blocks that are canonical items of their own; every other block joins a content run.
+_ITEM_BLOCKS = {
+    "tool_use": "assistant",
+    "tool_result": "user",
+    "thinking": "assistant",
+    "redacted_thinking": "assistant",
+}
 
 
-def _image(block: dict[str, Any], loc: list[str | int], problems: Problems) -> ImagePart | None:
+def _image(block: dict[str, Any]) -> ImagePart | OtherPart:
     source = block.get("source")
-    if not isinstance(source, dict):
-        problems.add([*loc, "source"], "an image needs a source object")
-        return None
-    if source.get("type") == "base64":
-        check_keys(source, {"type", "media_type", "data"}, [*loc, "source"], problems)
+    if isinstance(source, dict):
+        kind = source.get("type")
         media, data = source.get("media_type"), source.get("data")
-        if not isinstance(media, str) or not isinstance(data, str):
-            problems.add([*loc, "source"], "a base64 image needs media_type and data strings")
+        if kind == "base64" and isinstance(media, str) and isinstance(data, str):
+            return ImagePart(url=f"data:{media};base64,{data}")
+        if kind == "url" and isinstance(source.get("url"), str) and source["url"]:
+            return ImagePart(url=source["url"])
+        if kind == "file" and isinstance(source.get("file_id"), str) and source["file_id"]:
+            return ImagePart(file_id=source["file_id"])
+    return OtherPart.of(block)
+
+
+def _content_part(block: dict[str, Any], loc: list[str | int], problems: Problems) -> Any:
+    kind = block["type"]
+    if kind == "text":
+        if not isinstance(block.get("text"), str):
+            problems.add([*loc, "text"], "a text block needs a string text")
             return None
-        return ImagePart(url=f"data:{media};base64,{data}")
-    if source.get("type") == "url":
-        check_keys(source, {"type", "url"}, [*loc, "source"], problems)
-        return ImagePart(url=source.get("url"))
-    problems.add([*loc, "source", "type"], "only base64 and url image sources are supported")
-    return None
+        return TextPart(text=block["text"])
+    if kind == "image":
+        return _image(block)
+    return OtherPart.of(block)
 
 
-def _tool_result_text(content: Any, loc: list[str | int], problems: Problems) -> str | None:
+def _tool_result_output(
+    content: Any, loc: list[str | int], problems: Problems
+) -> str | list[Any] | None:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        texts: list[str] = []
-        for k, block in enumerate(content):
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "text"
-                and isinstance(block.get("text"), str)
-            ):
-                check_keys(block, {"type", "text"}, [*loc, k], problems, ignored=_IGNORED)
-                texts.append(block["text"])
-            else:
-                problems.add([*loc, k], "only text blocks are supported in a tool_result")
-        return "".join(texts)
-    problems.add(loc, "tool_result content must be a string or a list of text blocks")
-    return None
-
-
-def _blocks(
-    role: str, content: Any, loc: list[str | int], problems: Problems
-) -> list[CanonicalItem]:
-    if isinstance(content, str):
-        return [MessageItem(role=role, content=content)]  # type: ignore[arg-type]
     if not isinstance(content, list):
-        problems.add(loc, "content must be a string or a list of blocks")
-        return []
-    bodies: list[CanonicalItem] = []
-    run: list[TextPart | ImagePart] = []
+        problems.add(loc, "tool_result content must be a string or a list of blocks")
+        return None
+    parts: list[Any] = []
+    for k, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            problems.add([*loc, k], "a content block must be an object with a string type")
+            continue
+        part = _content_part(block, [*loc, k], problems)
+        if part is not None:
+            parts.append(part)
+    return parts
+
+
+def _item_block(
+    role: str, block: dict[str, Any], loc: list[str | int], problems: Problems
+) -> CanonicalItem | None:
+    kind = block["type"]
+    if _ITEM_BLOCKS[kind] != role:
+        problems.add([*loc, "type"], f"a {kind} block belongs in a {_ITEM_BLOCKS[kind]} message")
+        return None
+    try:
+        if kind == "tool_use":
+            args = block.get("input", {})
+            if not isinstance(args, dict):
+                problems.add([*loc, "input"], "tool_use input must be an object")
+                return None
+            return FunctionCallItem(
+                call_id=block.get("id"),
+                name=block.get("name"),
+                arguments=json.dumps(args, ensure_ascii=False),
+            )
+        if kind == "tool_result":
+            output = _tool_result_output(block.get("content"), [*loc, "content"], problems)
+            if output is None:
+                return None
+            return FunctionCallOutputItem(
+                call_id=block.get("tool_use_id"), output=output, is_error=block.get("is_error")
+            )
+        if kind == "thinking":
+            return ReasoningItem(content=block.get("thinking"), signature=block.get("signature"))
+        return ReasoningItem(encrypted_content=block.get("data"), redacted=True)
+    except ValidationError as exc:
+        problems.add_validation(loc, exc)
+        return None
+
+
+def _split(
+    role: str, content: list[Any], loc: list[str | int], problems: Problems
+) -> list[tuple[CanonicalItem, list[dict[str, Any]]]]:
+    """(canonical body, the blocks it came from) for each item of a message's content."""
+    out: list[tuple[CanonicalItem, list[dict[str, Any]]]] = []
+    run: list[Any] = []
+    run_blocks: list[dict[str, Any]] = []
 
     def flush() -> None:
-        if run:
-            bodies.append(MessageItem(role=role, content=list(run)))  # type: ignore[arg-type]
+        if run_blocks:
+            out.append((MessageItem(role=role, content=list(run)), list(run_blocks)))  # type: ignore[arg-type]
             run.clear()
+            run_blocks.clear()
 
     for k, block in enumerate(content):
         bloc = [*loc, k]
-        if not isinstance(block, dict):
-            problems.add(bloc, "a content block must be an object")
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            problems.add(bloc, "a content block must be an object with a string type")
             continue
-        kind = block.get("type")
-        ignorable = _IGNORED
-        try:
-            if kind == "text":
-                check_keys(block, {"type", "text"}, bloc, problems, ignored=ignorable)
-                run.append(TextPart(text=block.get("text")))
-            elif kind == "image" and role == "user":
-                check_keys(block, {"type", "source"}, bloc, problems, ignored=ignorable)
-                image = _image(block, bloc, problems)
-                if image is not None:
-                    run.append(image)
-            elif kind == "tool_use" and role == "assistant":
-                flush()
-                check_keys(
-                    block,
-                    {"type", "id", "name", "input"},
-                    bloc,
-                    problems,
-                    ignored=ignorable,
-                )
-                args = block.get("input", {})
-                if not isinstance(args, dict):
-                    problems.add([*bloc, "input"], "tool_use input must be an object")
-                    continue
-                bodies.append(
-                    FunctionCallItem(
-                        call_id=block.get("id"),
-                        name=block.get("name"),
-                        arguments=json.dumps(args, ensure_ascii=False),
-                    )
-                )
-            elif kind == "tool_result" and role == "user":
-                flush()
-                check_keys(
-                    block,
-                    {"type", "tool_use_id", "content", "is_error"},
-                    bloc,
-                    problems,
-                    ignored=ignorable,
-                )
-                output = _tool_result_text(block.get("content"), [*bloc, "content"], problems)
-                if output is not None:
-                    bodies.append(
-                        FunctionCallOutputItem(
-                            call_id=block.get("tool_use_id"),
-                            output=output,
-                            is_error=block.get("is_error"),
-                        )
-                    )
-            elif kind == "thinking" and role == "assistant":
-                flush()
-                check_keys(block, {"type", "thinking", "signature"}, bloc, problems)
-                bodies.append(
-                    ReasoningItem(content=block.get("thinking"), signature=block.get("signature"))
-                )
-            elif kind == "redacted_thinking" and role == "assistant":
-                flush()
-                check_keys(block, {"type", "data"}, bloc, problems)
-                bodies.append(ReasoningItem(encrypted_content=block.get("data"), redacted=True))
-            else:
-                problems.add(
-                    [*bloc, "type"], f"block type {kind!r} is not supported in a {role} message"
-                )
-        except ValidationError as exc:
-            problems.add_validation(bloc, exc)
+        if block["type"] in _ITEM_BLOCKS:
+            flush()
+            body = _item_block(role, block, bloc, problems)
+            if body is not None:
+                out.append((body, [block]))
+            continue
+        part = _content_part(block, bloc, problems)
+        if part is not None:
+            run.append(part)
+            run_blocks.append(block)
     flush()
-    return bodies
+    return out
+
+
+def _system_body(system: Any, loc: list[str | int], problems: Problems) -> MessageItem | None:
+    if isinstance(system, str):
+        return MessageItem(role="system", content=system)
+    if not isinstance(system, list):
+        problems.add(loc, "system must be a string or a list of text blocks")
+        return None
+    parts: list[Any] = []
+    for k, block in enumerate(system):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            problems.add([*loc, k], "a system block must be an object with a string type")
+            continue
+        part = _content_part(block, [*loc, k], problems)
+        if part is not None:
+            parts.append(part)
+    return MessageItem(role="system", content=parts)
+
+
+def _message(
+    data: dict[str, Any], loc: list[str | int], problems: Problems
+) -> list[tuple[CanonicalItem, dict[str, Any]]]:
+    """(body, record) for each canonical item of one message (see the module docstring)."""
+    role = data.get("role")
+    if role not in _ROLES:
+        problems.add([*loc, "role"], f"role {role!r} is not supported")
+        return []
+    content = data.get("content")
+    if isinstance(content, str):
+        return [(MessageItem(role=role, content=content), {"message": data})]
+    if role == "system":
+        body = _system_body(content, [*loc, "content"], problems)
+        return [] if body is None else [(body, {"message": data})]
+    if not isinstance(content, list):
+        problems.add([*loc, "content"], "content must be a string or a list of blocks")
+        return []
+    before = len(problems.errors)
+    pieces = _split(role, content, [*loc, "content"], problems)
+    if not pieces:
+        if len(problems.errors) == before:
+            problems.add([*loc, "content"], "a message needs at least one block")
+        return []
+    if len(pieces) == 1:
+        return [(pieces[0][0], {"message": data})]
+    head = {k: ([] if k == "content" else v) for k, v in data.items()}
+    out: list[tuple[CanonicalItem, dict[str, Any]]] = [
+        (pieces[0][0], {"head": head, "part": pieces[0][1]})
+    ]
+    out += [(body, {"role": role, "part": blocks}) for body, blocks in pieces[1:]]
+    return out
 
 
 def ingest(items: list[Any], *, system: Any = None) -> list[NewItem]:
     problems = Problems()
     out: list[NewItem] = []
     if system is not None:
-        sys_content: str | list[TextPart | ImagePart] | None = None
-        if isinstance(system, str):
-            sys_content = system
-        elif isinstance(system, list):
-            parts: list[TextPart | ImagePart] = []
-            for k, block in enumerate(system):
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "text"
-                    and isinstance(block.get("text"), str)
-                ):
-                    check_keys(
-                        block,
-                        {"type", "text"},
-                        ["system", k],
-                        problems,
-                        ignored=_IGNORED,
-                    )
-                    parts.append(TextPart(text=block["text"]))
-                else:
-                    problems.add(["system", k], "system blocks must be text blocks")
-            sys_content = parts
-        else:
-            problems.add(["system"], "system must be a string or a list of text blocks")
-        if sys_content is not None:
-            out.append(NewItem(body=MessageItem(role="system", content=sys_content)))
+        body = _system_body(system, ["system"], problems)
+        if body is not None:
+            out.append(NewItem(body=body, format=FORMAT, record={"system": system}))
     for index, raw in enumerate(items):
         loc: list[str | int] = [index]
         if not isinstance(raw, dict):
             problems.add(loc, "a message must be a JSON object")
             continue
         before = len(problems.errors)
-        data, envelope = split_envelope(raw)
-        role = data.get("role")
-        check_keys(data, {"role", "content"}, loc, problems)
-        if role not in ("user", "assistant"):
-            problems.add([*loc, "role"], f"role {role!r} is not supported")
-            continue
-        bodies = _blocks(role, data.get("content"), [*loc, "content"], problems)
-        if not bodies and len(problems.errors) == before:
-            problems.add([*loc, "content"], "a message needs at least one block")
+        data, envelope = split_provider_envelope(raw)
+        pieces = _message(data, loc, problems)  # every other key of a message is kept
         if len(problems.errors) == before:
-            out.extend(build_items(bodies, envelope, loc, problems))
+            out.extend(build_items(pieces, envelope, loc, problems, format=FORMAT))
     problems.raise_if_any()
     return out
 
 
-def representable(body: CanonicalItem) -> bool:
+def decode_record(record: dict[str, Any]) -> CanonicalItem:
+    """The canonical view of a stored record (trusted: it was validated at ingest)."""
+    problems = Problems()
+    body: CanonicalItem | None
+    if "system" in record:
+        body = _system_body(record["system"], [], problems)
+    elif "message" in record:
+        body = _message(record["message"], [], problems)[0][0]
+    else:
+        role = record["head"]["role"] if "head" in record else record["role"]
+        body = _split(role, record["part"], [], problems)[0][0]
+    problems.raise_if_any()
+    assert body is not None
+    return body
+
+
+def representable(body: CanonicalItem, origin: str) -> bool:
+    if type(body) is MessageItem and body.content == "" and origin != FORMAT:
+        return False  # an empty message (Chat's audio-only reply): Anthropic refuses them
     if isinstance(body, ReasoningItem):
         if body.redacted:
             return body.encrypted_content is not None
         return body.signature is not None
-    return True
+    return type(body) is not OpaqueItem
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -266,28 +319,42 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": arguments}
 
 
+def _blocks_of_parts(parts: list[Any], *, images: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if type(part) is TextPart:
+            blocks.append({"type": "text", "text": part.text})
+        elif type(part) is ImagePart:
+            source = image_to_anthropic_source(part) if images else None
+            if source is None:
+                blocks.append({"type": "text", "text": IMAGE_OMITTED})
+            else:
+                blocks.append({"type": "image", "source": source})
+        else:
+            text = other_part_text(part)
+            if text is not None:
+                blocks.append({"type": "text", "text": text})
+    return blocks or [{"type": "text", "text": CONTENT_OMITTED}]
+
+
 def _content_blocks(body: MessageItem) -> list[dict[str, Any]]:
     if isinstance(body.content, str):
         return [{"type": "text", "text": body.content}]
-    blocks: list[dict[str, Any]] = []
-    for part in body.content:
-        if isinstance(part, TextPart):
-            blocks.append({"type": "text", "text": part.text})
-            continue
-        source = image_to_anthropic_source(part) if body.role == "user" else None
-        if source is None:
-            blocks.append({"type": "text", "text": IMAGE_OMITTED})
-        else:
-            blocks.append({"type": "image", "source": source})
-    return blocks
+    return _blocks_of_parts(body.content, images=body.role == "user")
+
+
+def _is_native_system(entry: Entry) -> bool:
+    return is_native(entry, FORMAT) and "system" in entry.stored.record  # type: ignore[union-attr,operator]
 
 
 def _system(summary: str | None, entries: Sequence[Entry]) -> str | list[dict[str, Any]] | None:
-    sources: list[str | MessageItem] = [] if summary is None else [summary]
+    sources: list[str | Entry] = [] if summary is None else [summary]
     sources += [
-        e.body
+        e
         for e in entries
-        if isinstance(e.body, MessageItem) and e.body.role in ("system", "developer")
+        if type(e.body) is MessageItem
+        and e.body.role in ("system", "developer")
+        and not (is_native(e, FORMAT) and "message" in e.stored.record)  # type: ignore[union-attr,operator]
     ]
     if not sources:
         return None
@@ -295,84 +362,161 @@ def _system(summary: str | None, entries: Sequence[Entry]) -> str | list[dict[st
         only = sources[0]
         if isinstance(only, str):
             return only
-        if isinstance(only.content, str):
-            return only.content
+        if _is_native_system(only):
+            return only.stored.record["system"]  # type: ignore[union-attr,index,no-any-return]
+        if isinstance(only.body.content, str):  # type: ignore[union-attr]
+            return only.body.content  # type: ignore[union-attr]
     blocks: list[dict[str, Any]] = []
     for source in sources:
         if isinstance(source, str):
             blocks.append({"type": "text", "text": source})
+        elif _is_native_system(source):
+            system = source.stored.record["system"]  # type: ignore[union-attr,index]
+            blocks += [{"type": "text", "text": system}] if isinstance(system, str) else system
         else:
             blocks += [
                 b if b["type"] == "text" else {"type": "text", "text": IMAGE_OMITTED}
-                for b in _content_blocks(source)
+                for b in _content_blocks(source.body)  # type: ignore[arg-type]
             ]
     return blocks
 
 
-def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
-    # (role, blocks, string content if the message came from one string-content item)
-    messages: list[tuple[str, list[dict[str, Any]], list[str | None]]] = []
+def _idiom(entry: Entry) -> tuple[str, list[dict[str, Any]], str | None] | None:
+    """(role, blocks, string content if any) of an item rendered in this format's idiom."""
+    body = entry.body
+    if type(body) is MessageItem:
+        if body.content == "":
+            return None  # an empty message (Chat's audio-only reply): Anthropic refuses them
+        plain = body.content if isinstance(body.content, str) else None
+        return body.role, _content_blocks(body), plain
+    if type(body) is FunctionCallItem:
+        block = {
+            "type": "tool_use",
+            "id": body.call_id,
+            "name": body.name,
+            "input": tool_input(body.arguments),
+        }
+        return "assistant", [block], None
+    if type(body) is FunctionCallOutputItem:
+        content: Any = (
+            body.output
+            if isinstance(body.output, str)
+            else _blocks_of_parts(body.output, images=True)
+        )
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": body.call_id}
+        result["content"] = content
+        if body.is_error is not None:
+            result["is_error"] = body.is_error
+        return "user", [result], None
+    if isinstance(body, ReasoningItem) and representable(body, FORMAT):
+        if body.redacted:
+            return (
+                "assistant",
+                [{"type": "redacted_thinking", "data": body.encrypted_content}],
+                None,
+            )
+        block = {"type": "thinking", "thinking": body.content or "", "signature": body.signature}
+        return "assistant", [block], None
+    return None
+
+
+def _absorb(last: _Message, message: dict[str, Any]) -> None:
+    """Append ``message``'s blocks to ``last`` (same role). A message stored whole is copied
+    first: a record is never changed."""
+    if last.sealed:
+        content = last.message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        last.message = {**last.message, "content": blocks}
+        last.sealed, last.native = False, True
+    more = message["content"]
+    last.message["content"].extend(
+        [{"type": "text", "text": more}] if isinstance(more, str) else more
+    )
+    last.plains.append(None)
+
+
+class _Message:
+    """A message being assembled: ``sealed`` ones were stored whole and take nothing more;
+    ``native`` ones were rejoined from stored blocks and keep their order."""
+
+    __slots__ = ("message", "sealed", "native", "plains")
+
+    def __init__(
+        self,
+        message: dict[str, Any],
+        *,
+        sealed: bool = False,
+        native: bool = False,
+        plain: str | None = None,
+    ) -> None:
+        self.message = message
+        self.sealed = sealed
+        self.native = native
+        self.plains: list[str | None] = [plain]
+
+
+def render(
+    summary: str | None, entries: Sequence[Entry], *, continuation: bool = True
+) -> dict[str, Any]:
+    messages: list[_Message] = []
     for entry in entries:
         body = entry.body
-        role: str
-        block: list[dict[str, Any]]
-        plain: str | None = None
-        if isinstance(body, MessageItem):
-            if body.role in ("system", "developer"):
+        stored = entry.stored
+        if type(body) is MessageItem and body.role in ("system", "developer"):
+            if not (is_native(entry, FORMAT) and "message" in stored.record):  # type: ignore[union-attr,operator]
+                continue  # goes to ``system``
+        last = messages[-1] if messages else None
+        if is_native(entry, FORMAT):
+            record: dict[str, Any] = stored.record  # type: ignore[union-attr,assignment]
+            if "message" in record:
+                message = record["message"]
+                if continuation and last is not None and last.message["role"] == message["role"]:
+                    # A prompt alternates (DESIGN §2): a neighbour left out made two turns of
+                    # one side meet, so they become one, as the Messages API would combine them.
+                    _absorb(last, message)
+                    continue
+                messages.append(_Message(message, sealed=True))
                 continue
-            role, block = body.role, _content_blocks(body)
-            if isinstance(body.content, str):
-                plain = body.content
-        elif isinstance(body, FunctionCallItem):
-            role = "assistant"
-            block = [
-                {
-                    "type": "tool_use",
-                    "id": body.call_id,
-                    "name": body.name,
-                    "input": tool_input(body.arguments),
+            if "head" in record:
+                message = {
+                    k: (list(record["part"]) if k == "content" else v)
+                    for k, v in record["head"].items()
                 }
-            ]
-        elif isinstance(body, FunctionCallOutputItem):
-            role = "user"
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": body.call_id,
-                "content": body.output,
-            }
-            if body.is_error is not None:
-                result["is_error"] = body.is_error
-            block = [result]
-        else:
-            if not representable(body):
+                if continuation and last is not None and last.message["role"] == message["role"]:
+                    _absorb(last, message)
+                    last.native = True  # the rest of this message joins it too
+                    continue
+                messages.append(_Message(message, native=True))
                 continue
-            role = "assistant"
-            if body.redacted:
-                block = [{"type": "redacted_thinking", "data": body.encrypted_content}]
-            else:
-                block = [
-                    {
-                        "type": "thinking",
-                        "thinking": body.content or "",
-                        "signature": body.signature,
-                    }
-                ]
-        if messages and messages[-1][0] == role:
-            messages[-1][1].extend(block)
-            messages[-1][2].append(None)
+            if last is not None and last.native and last.message["role"] == record["role"]:
+                last.message["content"].extend(record["part"])
+                continue
+            role, blocks, plain = record["role"], list(record["part"]), None
         else:
-            messages.append((role, block, [plain]))
+            rendered = _idiom(entry)
+            if rendered is None:
+                continue
+            role, blocks, plain = rendered
+        if last is not None and last.message["role"] == role and (continuation or not last.sealed):
+            _absorb(last, {"role": role, "content": blocks})
+        else:
+            messages.append(_Message({"role": role, "content": blocks}, plain=plain))
     out: list[dict[str, Any]] = []
-    if messages and messages[0][0] == "assistant":
+    if continuation and messages and messages[0].message["role"] == "assistant":
         out.append({"role": "user", "content": CONTINUATION})
-    for role, blocks, plains in messages:
-        if len(plains) == 1 and plains[0] is not None:
-            out.append({"role": role, "content": plains[0]})
+    for m in messages:
+        if m.sealed or m.native:
+            out.append(m.message)
             continue
-        if role == "user":
-            results = [b for b in blocks if b["type"] == "tool_result"]
-            blocks = results + [b for b in blocks if b["type"] != "tool_result"]
-        out.append({"role": role, "content": blocks})
+        if len(m.plains) == 1 and m.plains[0] is not None:
+            out.append({"role": m.message["role"], "content": m.plains[0]})
+            continue
+        blocks = m.message["content"]
+        if m.message["role"] == "user":
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            if results:
+                blocks = results + [b for b in blocks if b.get("type") != "tool_result"]
+        out.append({"role": m.message["role"], "content": blocks})
     payload: dict[str, Any] = {}
     system = _system(summary, entries)
     if system is not None:
@@ -381,35 +525,38 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
     return payload
 
 
+def _count_blocks(blocks: Any, texts: list[str], usage: Usage) -> None:
+    if isinstance(blocks, str):
+        texts.append(blocks)
+        return
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "image" and not isinstance(_image(block), OtherPart):
+            usage.image(None)
+        elif kind == "tool_use":
+            usage.overhead(PER_TOOL_BLOCK_TOKENS)
+            texts.append(block["name"])
+            texts.append(json.dumps(block.get("input", {}), ensure_ascii=False))
+        elif kind == "tool_result":
+            usage.overhead(PER_TOOL_BLOCK_TOKENS)
+            content = block.get("content")
+            if content is not None:
+                _count_blocks(content, texts, usage)
+        elif kind == "thinking":
+            texts.append(block.get("thinking") or "")
+        elif kind != "redacted_thinking":
+            usage.opaque(block, texts)
+
+
 def count(payload: dict[str, Any], usage: Usage) -> None:
     texts: list[str] = []  # counted in one call: the hot path of a context read
     system = payload.get("system")
     if system is not None:
         usage.overhead(PER_MESSAGE_TOKENS)
-        if isinstance(system, str):
-            texts.append(system)
-        else:
-            for block in system:
-                texts.append(block["text"])
+        _count_blocks(system, texts, usage)
     for message in payload["messages"]:
         usage.overhead(PER_MESSAGE_TOKENS)
-        content = message["content"]
-        if isinstance(content, str):
-            texts.append(content)
-            continue
-        for block in content:
-            kind = block["type"]
-            if kind == "text":
-                texts.append(block["text"])
-            elif kind == "image":
-                usage.image(None)
-            elif kind == "tool_use":
-                usage.overhead(PER_TOOL_BLOCK_TOKENS)
-                texts.append(block["name"])
-                texts.append(json.dumps(block["input"], ensure_ascii=False))
-            elif kind == "tool_result":
-                usage.overhead(PER_TOOL_BLOCK_TOKENS)
-                texts.append(block["content"])
-            elif kind == "thinking":
-                texts.append(block["thinking"])
+        _count_blocks(message["content"], texts, usage)
     usage.texts(texts)

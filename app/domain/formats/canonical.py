@@ -1,14 +1,22 @@
 """The ``canonical`` format: stored items as clients see them (``{"items": [...]}``).
 
+Ingest: the canonical item shapes (DESIGN §1), strictly (unknown fields of a message, call,
+output or reasoning are an error); an item of any other type is an opaque item, stored as
+sent. ``id`` names the service's item id.
+
 Render: each entry from working memory is its stored-item wire dict (canonical fields plus
-``id``, ``seq``, ``tokens``, ``chars``, ``pinned``, ``metadata``, ``created_at``); when the
-projection changed the body (a cleared tool result, trimmed reasoning) ``tokens``/``chars`` are
-those of the changed body (o200k, like every stored count). The summary and synthetic items
-(placeholder outputs) are bare canonical bodies without an envelope.
+``id``, ``seq``, ``tokens``, ``chars``, ``pinned``, ``metadata``, ``created_at``, ``format``);
+when the projection changed the body (a cleared tool result, trimmed reasoning)
+``tokens``/``chars`` are those of the changed body (o200k, like every stored count). The
+summary and synthetic items (placeholder outputs) are bare canonical bodies without an
+envelope. Items ingested in a provider format show their canonical view here; the provider's
+own form comes back in that format.
 
 Token rule: per item ``3`` + tokens of every text a model reads from it (``items.item_texts``:
-message texts, call name and arguments, output, reasoning summary and content) + a fixed
-charge per image (``tokens.IMAGE_TOKENS``). The summary is a system message item.
+message texts, call name and arguments, output, reasoning summary and content, the texts of
+opaque items and other parts) + a fixed charge per image (``tokens.IMAGE_TOKENS``; in data
+kept verbatim, per ``image_url`` value: ``items.opaque_images``). The
+summary is a system message item.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from app.domain.items import (
     body_to_dict,
     item_chars,
     item_images,
+    item_opaque_images,
     item_texts,
     parse_canonical_items,
 )
@@ -30,7 +39,7 @@ from app.domain.tokens import item_tokens
 
 from ._common import PER_MESSAGE_TOKENS, Entry, Usage
 
-_WIRE_ONLY = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at"}
+_WIRE_ONLY = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at", "format"}
 
 
 def ingest(items: list[Any]) -> list[NewItem]:
@@ -46,7 +55,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
             out.append(body_to_dict(entry.body))
             continue
         wire = entry.stored.to_wire()
-        if entry.body != entry.stored.body:
+        if entry.body is not entry.stored.body:
             wire = body_to_dict(entry.body)
             wire.update(
                 id=entry.stored.id,
@@ -56,13 +65,14 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                 pinned=entry.stored.pinned,
                 metadata=entry.stored.metadata,
                 created_at=entry.stored.created_at,
+                format=entry.stored.format,
             )
         out.append(wire)
     return {"items": out}
 
 
-def representable(body: object) -> bool:
-    del body
+def representable(body: object, origin: str) -> bool:
+    del body, origin
     return True
 
 
@@ -74,3 +84,5 @@ def count(payload: dict[str, Any], usage: Usage) -> None:
             usage.text(text)
         for image in item_images(body):
             usage.image(image.detail)
+        for _ in range(item_opaque_images(body)):
+            usage.image(None)

@@ -1,24 +1,35 @@
 """The ``openai-chat`` format: Chat Completions messages (``{"messages": [...]}``).
 
-Ingest (per message; ``id``/``pinned``/``metadata`` are accepted as extra keys and go on the
-first canonical item the message yields):
-- ``system``/``developer``/``user``: one ``message`` item (text parts, ``image_url`` parts);
-- ``assistant``: a ``message`` item for its ``content`` (absent or ``null`` content yields none;
-  a ``refusal`` string stands in for missing content), then one ``function_call`` per
-  ``tool_calls`` entry; ``audio``/``function_call``/``annotations``/``name`` are tolerated only
-  when empty;
-- ``tool``: one ``function_call_output`` (text parts are joined).
-Anything else (audio or file parts, ``role: function``, participant ``name``) is rejected.
+Ingest: every member of the SDK's ``ChatCompletionMessageParam`` union is accepted and stored
+exactly as sent (``name``, ``refusal``, ``audio``, content parts of every type, ...); only the
+envelope keys ``pinned`` and ``metadata`` are taken off a message. Each message becomes
+canonical items, for the projection:
 
-Render: canonical items map back one to one, except that ``function_call`` items join the
-assistant message right before them (its ``tool_calls``); inside one projection unit every
-assistant message and call forms a single assistant message, so its tool messages follow it.
-Reasoning has no Chat Completions representation and is never rendered. Images in non-user
-messages become the text ``[image omitted]``.
+- ``system`` / ``developer`` / ``user``: one message item (text parts, ``image_url`` parts as
+  images, other parts such as ``input_audio`` or ``file`` kept as other parts);
+- ``assistant``: a message item for its ``content`` (or its ``refusal`` when there is no
+  content), then one ``function_call`` per ``tool_calls`` entry (``custom`` tool calls too:
+  their ``input`` is the arguments); a message with neither yields an empty assistant
+  message; the deprecated ``function_call`` makes the message one call, answered by a
+  ``function`` message (both keyed ``fn_NAME``);
+- ``tool`` (and ``function``): one ``function_call_output``.
 
-Token rule (OpenAI cookbook): per message ``3`` + tokens of each content text (or part text) +
-the fixed image charge per ``image_url`` part; per tool call ``3`` + tokens of the function
-name + tokens of the arguments; tool messages count their content.
+A message that yields one item is stored whole; an assistant message with tool calls is
+stored as the message with an empty ``tool_calls`` (``head``, on its first item) and each
+call entry on its own item, so it can be put back together exactly.
+
+Render: items ingested in this format come back exactly as they were sent (a split assistant
+message is rejoined from its calls while they follow each other unchanged). Other items map
+back one to one, except that ``function_call`` items join the assistant message right before
+them (its ``tool_calls``); inside one projection unit every assistant message and call forms a
+single assistant message, so its tool messages follow it. Reasoning and opaque items of other
+formats have no Chat Completions representation and are never rendered. Images in non-user
+messages become the text ``[image omitted]``; other parts of other formats their text.
+
+Token rule (OpenAI cookbook): per message ``3`` + tokens of each content text (or part text;
+other parts: the texts ``items.opaque_texts`` finds, and the image charge per ``image_url`` in it; a ``refusal`` string) + the fixed image
+charge per ``image_url`` part; per tool call ``3`` + tokens of the function name + tokens of
+the arguments (custom calls: name and input); tool messages count their content.
 """
 
 from __future__ import annotations
@@ -35,10 +46,14 @@ from app.domain.items import (
     ImagePart,
     MessageItem,
     NewItem,
+    OpaqueItem,
+    OtherPart,
+    StoredItem,
     TextPart,
 )
 
 from ._common import (
+    CONTENT_OMITTED,
     IMAGE_OMITTED,
     PER_MESSAGE_TOKENS,
     PER_TOOL_BLOCK_TOKENS,
@@ -46,52 +61,124 @@ from ._common import (
     Problems,
     Usage,
     build_items,
-    check_keys,
-    split_envelope,
+    is_native,
+    other_part_text,
+    split_provider_envelope,
 )
 
-_TOLERATED_EMPTY = frozenset({"name", "audio", "function_call", "annotations", "refusal"})
+FORMAT = "openai-chat"
 
 
-def _parse_parts(
-    content: Any, loc: list[str | int], problems: Problems, *, images: bool
-) -> str | list[TextPart | ImagePart] | None:
+def _parts(content: Any, loc: list[str | int], problems: Problems) -> str | list[Any] | None:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         problems.add(loc, "content must be a string or a list of content parts")
         return None
-    parts: list[TextPart | ImagePart] = []
+    parts: list[Any] = []
     for k, part in enumerate(content):
         ploc = [*loc, k]
-        if not isinstance(part, dict):
-            problems.add(ploc, "a content part must be an object")
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            problems.add(ploc, "a content part must be an object with a string type")
             continue
-        kind = part.get("type")
-        try:
-            if kind == "text":
-                check_keys(part, {"type", "text"}, ploc, problems)
-                parts.append(TextPart(text=part.get("text")))
-            elif kind == "image_url" and images:
-                check_keys(part, {"type", "image_url"}, ploc, problems)
-                image = part.get("image_url")
-                if not isinstance(image, dict):
-                    problems.add([*ploc, "image_url"], "image_url must be an object")
-                    continue
-                check_keys(image, {"url", "detail"}, [*ploc, "image_url"], problems)
+        kind = part["type"]
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                problems.add([*ploc, "text"], "a text part needs a string text")
+                continue
+            parts.append(TextPart(text=part["text"]))
+        elif kind == "image_url" and isinstance(part.get("image_url"), dict):
+            image = part["image_url"]
+            try:
                 parts.append(ImagePart(url=image.get("url"), detail=image.get("detail")))
-            else:
-                problems.add([*ploc, "type"], f"content part type {kind!r} is not supported here")
-        except ValidationError as exc:
-            problems.add_validation(ploc, exc)
+            except ValidationError as exc:
+                problems.add_validation([*ploc, "image_url"], exc)
+        else:
+            parts.append(OtherPart.of(part))
     return parts
 
 
-def _join_text(content: Any, loc: list[str | int], problems: Problems) -> str | None:
-    parsed = _parse_parts(content, loc, problems, images=False)
-    if parsed is None or isinstance(parsed, str):
-        return parsed
-    return "".join(p.text for p in parsed if isinstance(p, TextPart))
+def _call(call: Any, loc: list[str | int], problems: Problems) -> FunctionCallItem | None:
+    if not isinstance(call, dict):
+        problems.add(loc, "a tool call must be an object")
+        return None
+    kind = call.get("type", "function")
+    spec = call.get(kind) if kind in ("function", "custom") else None
+    if not isinstance(spec, dict):
+        problems.add(loc, "a tool call needs a function (or custom) object")
+        return None
+    arguments = spec.get("arguments", "") if kind == "function" else spec.get("input", "")
+    try:
+        return FunctionCallItem(call_id=call.get("id"), name=spec.get("name"), arguments=arguments)
+    except ValidationError as exc:
+        problems.add_validation(loc, exc)
+        return None
+
+
+def _message(
+    data: dict[str, Any], loc: list[str | int], problems: Problems
+) -> list[tuple[CanonicalItem, dict[str, Any]]]:
+    """(body, record) for each canonical item of one message (see the module docstring)."""
+    role = data.get("role")
+    whole = {"message": data}
+    try:
+        if role in ("system", "developer", "user"):
+            content = _parts(data.get("content"), [*loc, "content"], problems)
+            return [] if content is None else [(MessageItem(role=role, content=content), whole)]
+        if role in ("tool", "function"):
+            output = _parts(data.get("content") or "", [*loc, "content"], problems)
+            if output is None:
+                return []
+            call_id = data.get("tool_call_id") if role == "tool" else _fn_key(data.get("name"))
+            return [(FunctionCallOutputItem(call_id=call_id, output=output), whole)]
+        if role != "assistant":
+            problems.add([*loc, "role"], f"role {role!r} is not supported")
+            return []
+        legacy = data.get("function_call")
+        if isinstance(legacy, dict):
+            call = FunctionCallItem(
+                call_id=_fn_key(legacy.get("name")),
+                name=legacy.get("name"),
+                arguments=legacy.get("arguments", ""),
+            )
+            return [(call, whole)]
+        bodies: list[tuple[CanonicalItem, Any]] = []
+        content = data.get("content")
+        if content is None and isinstance(data.get("refusal"), str):
+            content = data["refusal"]
+        if content is not None:
+            parsed = _parts(content, [*loc, "content"], problems)
+            if parsed is not None:
+                bodies.append((MessageItem(role="assistant", content=parsed), None))
+        calls = data.get("tool_calls") or []
+        if not isinstance(calls, list):
+            problems.add([*loc, "tool_calls"], "tool_calls must be a list")
+            calls = []
+        for k, entry in enumerate(calls):
+            call_body = _call(entry, [*loc, "tool_calls", k], problems)
+            if call_body is not None:
+                bodies.append((call_body, entry))
+    except ValidationError as exc:
+        problems.add_validation(loc, exc)
+        return []
+    if not bodies:
+        return [(MessageItem(role="assistant", content=""), whole)]
+    if len(bodies) == 1 and not calls:
+        return [(bodies[0][0], whole)]
+    head = {k: ([] if k == "tool_calls" else v) for k, v in data.items()}
+    out: list[tuple[CanonicalItem, dict[str, Any]]] = []
+    for k, (body, call_entry) in enumerate(bodies):
+        record: dict[str, Any] = {"head": head} if k == 0 else {}
+        if call_entry is not None:
+            record["part"] = call_entry
+        out.append((body, record))
+    return out
+
+
+def _fn_key(name: Any) -> Any:
+    """The pairing key of a deprecated ``function_call`` and its ``function`` answer (a valid
+    tool id in every format: function names are ``[a-zA-Z0-9_-]``)."""
+    return f"fn_{name}" if isinstance(name, str) else None
 
 
 def ingest(items: list[Any]) -> list[NewItem]:
@@ -103,75 +190,31 @@ def ingest(items: list[Any]) -> list[NewItem]:
             problems.add(loc, "a message must be a JSON object")
             continue
         before = len(problems.errors)
-        data, envelope = split_envelope(raw)
-        role = data.get("role")
-        bodies: list[CanonicalItem] = []
-        try:
-            if role in ("system", "developer", "user"):
-                check_keys(
-                    data, {"role", "content"}, loc, problems, ignorable_if_empty=_TOLERATED_EMPTY
-                )
-                content = _parse_parts(
-                    data.get("content"), [*loc, "content"], problems, images=role == "user"
-                )
-                if content is not None:
-                    bodies.append(MessageItem(role=role, content=content))
-            elif role == "assistant":
-                check_keys(
-                    data,
-                    {"role", "content", "tool_calls"},
-                    loc,
-                    problems,
-                    ignorable_if_empty=_TOLERATED_EMPTY,
-                )
-                raw_content = data.get("content")
-                if raw_content is None and isinstance(data.get("refusal"), str):
-                    raw_content = data["refusal"]
-                if raw_content is not None:
-                    content = _parse_parts(raw_content, [*loc, "content"], problems, images=False)
-                    if content is not None:
-                        bodies.append(MessageItem(role="assistant", content=content))
-                calls = data.get("tool_calls") or []
-                if not isinstance(calls, list):
-                    problems.add([*loc, "tool_calls"], "tool_calls must be a list")
-                    calls = []
-                for k, call in enumerate(calls):
-                    cloc: list[str | int] = [*loc, "tool_calls", k]
-                    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-                        problems.add(cloc, "a tool call must be an object with a function")
-                        continue
-                    check_keys(call, {"id", "type", "function"}, cloc, problems)
-                    if call.get("type", "function") != "function":
-                        problems.add([*cloc, "type"], "only function tool calls are supported")
-                    fn = call["function"]
-                    check_keys(fn, {"name", "arguments"}, [*cloc, "function"], problems)
-                    try:
-                        bodies.append(
-                            FunctionCallItem(
-                                call_id=call.get("id"),
-                                name=fn.get("name"),
-                                arguments=fn.get("arguments", ""),
-                            )
-                        )
-                    except ValidationError as exc:
-                        problems.add_validation(cloc, exc)
-                if not bodies and len(problems.errors) == before:
-                    problems.add(loc, "an assistant message needs content or tool_calls")
-            elif role == "tool":
-                check_keys(data, {"role", "content", "tool_call_id"}, loc, problems)
-                output = _join_text(data.get("content"), [*loc, "content"], problems)
-                if output is not None:
-                    bodies.append(
-                        FunctionCallOutputItem(call_id=data.get("tool_call_id"), output=output)
-                    )
-            else:
-                problems.add([*loc, "role"], f"role {role!r} is not supported")
-        except ValidationError as exc:
-            problems.add_validation(loc, exc)
+        data, envelope = split_provider_envelope(raw)
+        pieces = _message(data, loc, problems)
         if len(problems.errors) == before:
-            out.extend(build_items(bodies, envelope, loc, problems))
+            out.extend(build_items(pieces, envelope, loc, problems, format=FORMAT))
     problems.raise_if_any()
     return out
+
+
+def decode_record(record: dict[str, Any]) -> CanonicalItem:
+    """The canonical view of a stored record (trusted: it was validated at ingest)."""
+    problems = Problems()
+    if "message" in record:
+        body = _message(record["message"], [], problems)[0][0]
+    elif "part" in record:
+        body = _call(record["part"], [], problems)  # type: ignore[assignment]
+    else:  # the content of a split assistant message
+        body = _message({**record["head"], "tool_calls": []}, [], problems)[0][0]
+    problems.raise_if_any()
+    assert body is not None
+    return body
+
+
+def representable(body: CanonicalItem, origin: str) -> bool:
+    del origin
+    return body.type != "reasoning" and type(body) is not OpaqueItem
 
 
 def _content(body: MessageItem) -> str | list[dict[str, Any]]:
@@ -179,24 +222,63 @@ def _content(body: MessageItem) -> str | list[dict[str, Any]]:
         return body.content
     parts: list[dict[str, Any]] = []
     for part in body.content:
-        if isinstance(part, TextPart):
+        if type(part) is TextPart:
             parts.append({"type": "text", "text": part.text})
-        elif body.role == "user":
+        elif type(part) is ImagePart and body.role == "user" and part.url is not None:
             image: dict[str, Any] = {"url": part.url}
             if part.detail is not None:
                 image["detail"] = part.detail
             parts.append({"type": "image_url", "image_url": image})
-        else:
+        elif type(part) is ImagePart:
             parts.append({"type": "text", "text": IMAGE_OMITTED})
-    return parts
+        else:
+            text = other_part_text(part)
+            if text is not None:
+                parts.append({"type": "text", "text": text})
+    return parts or [{"type": "text", "text": CONTENT_OMITTED}]
+
+
+def _output(body: FunctionCallOutputItem) -> str | list[dict[str, Any]]:
+    if isinstance(body.output, str):
+        return body.output
+    texts = [
+        p.text
+        if type(p) is TextPart
+        else IMAGE_OMITTED
+        if type(p) is ImagePart
+        else other_part_text(p)
+        for p in body.output
+    ]
+    return [{"type": "text", "text": t} for t in texts if t is not None] or [
+        {"type": "text", "text": CONTENT_OMITTED}
+    ]
+
+
+def _legacy_answer(entry: Entry) -> str | None:
+    """The function name, if ``entry`` answers a deprecated ``function_call`` (a ``function``
+    message): it must be rendered as one, even when the projection changed its text."""
+    stored = entry.stored
+    if stored is None or stored.format != FORMAT or not stored.record:
+        return None
+    message = stored.record.get("message")
+    if isinstance(message, dict) and message.get("role") == "function":
+        name = message.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def is_legacy_call(stored: StoredItem) -> bool:
+    """A deprecated ``function_call`` (answered by a ``function`` message, never by a
+    placeholder tool message)."""
+    record = stored.record
+    if stored.format != FORMAT or not record:
+        return False
+    message = record.get("message")
+    return isinstance(message, dict) and isinstance(message.get("function_call"), dict)
 
 
 def _as_parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
-def representable(body: CanonicalItem) -> bool:
-    return body.type != "reasoning"
 
 
 def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
@@ -205,12 +287,41 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         messages.append({"role": "system", "content": summary})
     open_assistant: dict[str, Any] | None = None  # last message, while calls may still join it
     open_unit: int | None = None
-    # dispatch on the discriminator: cheaper than a failing isinstance on a pydantic class
     for entry in entries:
         body = entry.body
+        if is_native(entry, FORMAT):
+            record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
+            if "message" in record:
+                messages.append(record["message"])
+                open_assistant = None
+                continue
+            if "head" in record:
+                open_assistant = {
+                    k: ([] if k == "tool_calls" else v) for k, v in record["head"].items()
+                }
+                open_unit = entry.unit
+                messages.append(open_assistant)
+                if "part" in record:
+                    open_assistant["tool_calls"].append(record["part"])
+                continue
+            # a call of a split message: its entry as sent, into the open assistant message
+            # (the message it came from, or the one before it when that one was left out)
+            if open_assistant is None:
+                open_assistant = {"role": "assistant", "tool_calls": []}
+                messages.append(open_assistant)
+            open_assistant.setdefault("tool_calls", []).append(record["part"])
+            open_unit = entry.unit
+            continue
+        if body.type == "function_call_output" and _legacy_answer(entry) is not None:
+            messages.append(
+                {"role": "function", "name": _legacy_answer(entry), "content": _output(body)}  # type: ignore[arg-type]
+            )
+            open_assistant = None
+            continue
+        # dispatch on the discriminator: cheaper than a failing isinstance on a pydantic class
         if body.type == "message":
-            if body.role != "assistant":
-                messages.append({"role": body.role, "content": _content(body)})
+            if body.role != "assistant":  # type: ignore[union-attr]
+                messages.append({"role": body.role, "content": _content(body)})  # type: ignore[union-attr,arg-type]
                 open_assistant = None
             elif (
                 open_assistant is not None
@@ -218,21 +329,21 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                 and entry.unit is not None
                 and entry.unit == open_unit
             ):
-                if "content" in open_assistant:
+                if "content" in open_assistant and open_assistant["content"] is not None:
                     open_assistant["content"] = _as_parts(open_assistant["content"]) + _as_parts(
-                        _content(body)
+                        _content(body)  # type: ignore[arg-type]
                     )
                 else:
-                    open_assistant["content"] = _content(body)
+                    open_assistant["content"] = _content(body)  # type: ignore[arg-type]
             else:
-                open_assistant = {"role": "assistant", "content": _content(body)}
+                open_assistant = {"role": "assistant", "content": _content(body)}  # type: ignore[arg-type]
                 open_unit = entry.unit
                 messages.append(open_assistant)
         elif body.type == "function_call":
             call = {
-                "id": body.call_id,
+                "id": body.call_id,  # type: ignore[union-attr]
                 "type": "function",
-                "function": {"name": body.name, "arguments": body.arguments},
+                "function": {"name": body.name, "arguments": body.arguments},  # type: ignore[union-attr]
             }
             if open_assistant is not None and (
                 "tool_calls" not in open_assistant or open_unit == entry.unit
@@ -244,10 +355,29 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                 open_unit = entry.unit
                 messages.append(open_assistant)
         elif body.type == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": body.call_id, "content": body.output})
+            messages.append(
+                {"role": "tool", "tool_call_id": body.call_id, "content": _output(body)}  # type: ignore[union-attr,arg-type]
+            )
             open_assistant = None
-        # reasoning: no representation in Chat Completions
+        # reasoning and opaque items: no representation in Chat Completions
+    for message in messages:
+        if message.get("tool_calls") == [] and message.get("role") == "assistant":
+            del message["tool_calls"]  # every call of a split message was left out
     return {"messages": messages}
+
+
+def _count_content(content: Any, texts: list[str], usage: Usage) -> None:
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            kind = part.get("type")
+            if kind == "text":
+                texts.append(part["text"])
+            elif kind == "image_url" and isinstance(part.get("image_url"), dict):
+                usage.image(part["image_url"].get("detail"))
+            else:
+                usage.opaque(part, texts)
 
 
 def count(payload: dict[str, Any], usage: Usage) -> None:
@@ -255,17 +385,19 @@ def count(payload: dict[str, Any], usage: Usage) -> None:
     calls = 0
     for message in payload["messages"]:
         content = message.get("content")
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            for part in content:
-                if part["type"] == "text":
-                    texts.append(part["text"])
-                elif part["type"] == "image_url":
-                    usage.image(part["image_url"].get("detail"))
-        for call in message.get("tool_calls", ()):
+        _count_content(content, texts, usage)
+        if content is None and isinstance(message.get("refusal"), str):
+            texts.append(message["refusal"])
+        for call in message.get("tool_calls") or ():
             calls += 1
-            texts.append(call["function"]["name"])
-            texts.append(call["function"]["arguments"])
+            kind = call.get("type", "function")
+            spec = call.get(kind) or {}
+            texts.append(spec.get("name", ""))
+            texts.append(spec.get("arguments", "") if kind == "function" else spec.get("input", ""))
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            calls += 1
+            texts.append(legacy.get("name", ""))
+            texts.append(legacy.get("arguments", ""))
     usage.overhead(PER_MESSAGE_TOKENS * len(payload["messages"]) + PER_TOOL_BLOCK_TOKENS * calls)
     usage.texts(texts)

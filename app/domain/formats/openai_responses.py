@@ -1,22 +1,32 @@
 """The ``openai-responses`` format: Responses API input items (``{"input": [...]}``).
 
-Ingest: one canonical item per input item. ``id`` is both the Responses item id and our item
-envelope id (``rs_...``/``fc_...``/``msg_...`` ids become stored item ids); ``pinned`` and
-``metadata`` may be added as extra keys. Message parts: ``input_text``/``output_text`` become
-text parts (output annotations and logprobs are dropped), ``input_image`` with ``image_url``
-becomes an image part. Reasoning: ``summary_text`` parts become the summary, ``reasoning_text``
-parts are joined into ``content``. ``status`` is ignored. Other item types, file inputs and
-``file_id`` images are rejected.
+Ingest: every member of the SDK's input item union is accepted and stored exactly as sent
+(its ``id``, ``status``, ``phase``, annotations, logprobs, ``namespace``, ...: all of it); only
+the envelope keys ``pinned`` and ``metadata`` are taken off. ``id`` is the provider's item id:
+data that comes back, never our item id. Each input item is one canonical item whose body is
+a normalised view of it, for the projection:
 
-Render: every message is an easy-input message ``{"type": "message", "role", "content"}``;
-assistant content is always a string (text parts joined with ``"\\n"``; images become
-``[image omitted]``), other roles keep the string or part list (images get ``detail`` ``auto``
-when unset). Calls and outputs map one to one. Reasoning is rendered only when it is
-OpenAI-style (no Anthropic signature, not redacted), with the stored item id as its ``id``.
+- ``message`` (with or without ``type``): text parts (``input_text``, ``output_text``) become
+  text parts, ``input_image`` (by URL or ``file_id``) image parts, anything else (``refusal``,
+  ``input_file``, ...) is kept as an other part;
+- ``function_call`` / ``function_call_output`` (``output`` a string or a list of parts);
+- ``reasoning``: ``summary_text`` parts become the summary, ``reasoning_text`` parts are
+  joined into ``content``;
+- every other type is an opaque item (``app.domain.items.OpaqueItem``); call/output pairs
+  among them (``computer_call`` / ``computer_call_output``, ...) pair by their ids.
 
-Token rule: per item ``3`` + tokens of each text (message content, ``input_text`` parts, call
-name and arguments, output, reasoning summary texts and content texts) + the fixed image
-charge per ``input_image``. ``encrypted_content`` is opaque and not counted.
+Render: an item ingested in this format comes back exactly as it was sent, unless the
+projection changed it (a cleared tool output, trimmed reasoning). Other items are rendered in
+this format's idiom: messages as easy-input messages (assistant content a string: text parts
+joined with ``"\\n"``, images ``[image omitted]``), other roles keep the string or part list
+(images get ``detail`` ``auto`` when unset); other parts become their text (or ``[TYPE
+omitted]``); reasoning only when OpenAI-style, with the stored item id as its ``id``; opaque
+items written in the canonical format, whose shapes are this format's, as they were sent.
+
+Token rule: per item ``3`` + tokens of each text (message content, text parts, call name and
+arguments, output, reasoning summary and content texts; for any other part or item, the texts
+``items.opaque_texts`` finds, and the image charge per ``image_url`` in it) + the fixed image charge per ``input_image``.
+``encrypted_content`` is opaque and not counted.
 """
 
 from __future__ import annotations
@@ -27,63 +37,66 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.domain.items import (
+    CORE_TYPES,
     CanonicalItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     ImagePart,
     MessageItem,
     NewItem,
+    OpaqueItem,
+    OtherPart,
     ReasoningItem,
     TextPart,
 )
 
 from ._common import (
+    CONTENT_OMITTED,
     IMAGE_OMITTED,
     PER_MESSAGE_TOKENS,
     Entry,
     Problems,
     Usage,
     build_items,
-    check_keys,
-    split_envelope,
+    is_native,
+    other_part_text,
+    split_provider_envelope,
 )
 
+FORMAT = "openai-responses"
 _ROLES = ("user", "assistant", "system", "developer")
-_TOLERATED_EMPTY = frozenset({"phase", "namespace", "caller"})
+_TEXT_PARTS = ("input_text", "output_text")
 
 
-def _parts(
-    content: Any, loc: list[str | int], problems: Problems
-) -> str | list[TextPart | ImagePart] | None:
-    if isinstance(content, str):
-        return content
+def _parts(content: Any, loc: list[str | int], problems: Problems) -> list[Any] | None:
     if not isinstance(content, list):
-        problems.add(loc, "content must be a string or a list of content parts")
+        problems.add(loc, "must be a string or a list of content parts")
         return None
-    parts: list[TextPart | ImagePart] = []
+    parts: list[Any] = []
     for k, part in enumerate(content):
         ploc = [*loc, k]
-        if not isinstance(part, dict):
-            problems.add(ploc, "a content part must be an object")
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            problems.add(ploc, "a content part must be an object with a string type")
             continue
-        kind = part.get("type")
-        try:
-            if kind in ("input_text", "output_text"):
-                check_keys(part, {"type", "text", "annotations", "logprobs"}, ploc, problems)
-                parts.append(TextPart(text=part.get("text")))
-            elif kind == "input_image":
-                check_keys(
-                    part,
-                    {"type", "image_url", "detail"},
-                    ploc,
-                    problems,
-                    ignorable_if_empty=frozenset({"file_id"}),
+        kind = part["type"]
+        if kind in _TEXT_PARTS:
+            if not isinstance(part.get("text"), str):
+                problems.add([*ploc, "text"], "a text part needs a string text")
+                continue
+            parts.append(TextPart(text=part["text"]))
+        elif kind == "input_image" and (part.get("image_url") or part.get("file_id")):
+            try:
+                parts.append(
+                    ImagePart(
+                        url=part.get("image_url"),
+                        file_id=part.get("file_id"),
+                        detail=part.get("detail"),
+                    )
                 )
-                parts.append(ImagePart(url=part.get("image_url"), detail=part.get("detail")))
-            else:
-                problems.add([*ploc, "type"], f"content part type {kind!r} is not supported")
-        except ValidationError as exc:
-            problems.add_validation(ploc, exc)
+            except ValidationError as exc:
+                problems.add_validation(ploc, exc)
+        else:
+            parts.append(OtherPart.of(part))
     return parts
 
 
@@ -100,9 +113,58 @@ def _texts(value: Any, kind: str, loc: list[str | int], problems: Problems) -> l
         ):
             problems.add([*loc, k], f"must be a {kind} part with a text")
             continue
-        check_keys(part, {"type", "text"}, [*loc, k], problems)
         out.append(part["text"])
     return out
+
+
+def decode(data: dict[str, Any], loc: list[str | int], problems: Problems) -> CanonicalItem | None:
+    """The canonical view of one input item (``None`` with problems added if it is invalid)."""
+    kind = data.get("type", "message" if "role" in data else None)
+    try:
+        if kind == "message":
+            if data.get("role") not in _ROLES:
+                problems.add([*loc, "role"], f"role {data.get('role')!r} is not supported")
+                return None
+            content = data.get("content")
+            if not isinstance(content, str):
+                content = _parts(content, [*loc, "content"], problems)
+                if content is None:
+                    return None
+            return MessageItem(role=data["role"], content=content)
+        if kind == "function_call":
+            return FunctionCallItem(
+                call_id=data.get("call_id"),
+                name=data.get("name"),
+                arguments=data.get("arguments", ""),
+            )
+        if kind == "function_call_output":
+            output = data.get("output")
+            if not isinstance(output, str):
+                output = _parts(output, [*loc, "output"], problems)
+                if output is None:
+                    return None
+            return FunctionCallOutputItem(call_id=data.get("call_id"), output=output)
+        if kind == "reasoning":
+            summary = _texts(data.get("summary", []), "summary_text", [*loc, "summary"], problems)
+            content = data.get("content")
+            joined = (
+                None
+                if content is None
+                else "".join(_texts(content, "reasoning_text", [*loc, "content"], problems))
+            )
+            return ReasoningItem(
+                summary=summary, content=joined, encrypted_content=data.get("encrypted_content")
+            )
+    except ValidationError as exc:
+        problems.add_validation(loc, exc)
+        return None
+    if kind is None and isinstance(data.get("id"), str) and set(data) <= {"id", "type"}:
+        # an ``item_reference``, whose ``type`` the SDK makes optional
+        return OpaqueItem.model_construct(type="item_reference", data=data)
+    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
+        problems.add([*loc, "type"], "an input item needs a type (a string of 1 to 64 characters)")
+        return None
+    return OpaqueItem.of(data)
 
 
 def ingest(items: list[Any]) -> list[NewItem]:
@@ -114,100 +176,65 @@ def ingest(items: list[Any]) -> list[NewItem]:
             problems.add(loc, "an input item must be a JSON object")
             continue
         before = len(problems.errors)
-        data, envelope = split_envelope(raw)
-        kind = data.get("type", "message" if "role" in data else None)
-        body: CanonicalItem | None = None
-        try:
-            if kind == "message":
-                check_keys(
-                    data,
-                    {"type", "role", "content", "status"},
-                    loc,
-                    problems,
-                    ignorable_if_empty=_TOLERATED_EMPTY,
-                )
-                if data.get("role") not in _ROLES:
-                    problems.add([*loc, "role"], f"role {data.get('role')!r} is not supported")
-                else:
-                    content = _parts(data.get("content"), [*loc, "content"], problems)
-                    if content is not None:
-                        body = MessageItem(role=data["role"], content=content)
-            elif kind == "function_call":
-                check_keys(
-                    data,
-                    {"type", "call_id", "name", "arguments", "status"},
-                    loc,
-                    problems,
-                    ignorable_if_empty=_TOLERATED_EMPTY,
-                )
-                body = FunctionCallItem(
-                    call_id=data.get("call_id"),
-                    name=data.get("name"),
-                    arguments=data.get("arguments", ""),
-                )
-            elif kind == "function_call_output":
-                check_keys(
-                    data,
-                    {"type", "call_id", "output", "status"},
-                    loc,
-                    problems,
-                    ignorable_if_empty=_TOLERATED_EMPTY,
-                )
-                output = data.get("output")
-                if isinstance(output, list):
-                    output = "".join(_texts(output, "input_text", [*loc, "output"], problems))
-                body = FunctionCallOutputItem(call_id=data.get("call_id"), output=output)
-            elif kind == "reasoning":
-                check_keys(
-                    data,
-                    {"type", "summary", "content", "encrypted_content", "status"},
-                    loc,
-                    problems,
-                )
-                summary = _texts(
-                    data.get("summary", []), "summary_text", [*loc, "summary"], problems
-                )
-                content = data.get("content")
-                joined = (
-                    None
-                    if content is None
-                    else "".join(_texts(content, "reasoning_text", [*loc, "content"], problems))
-                )
-                body = ReasoningItem(
-                    summary=summary,
-                    content=joined,
-                    encrypted_content=data.get("encrypted_content"),
-                )
-            else:
-                problems.add([*loc, "type"], f"input item type {kind!r} is not supported")
-        except ValidationError as exc:
-            problems.add_validation(loc, exc)
+        data, envelope = split_provider_envelope(raw)
+        body = decode(data, loc, problems)
         if body is not None and len(problems.errors) == before:
-            out.extend(build_items([body], envelope, loc, problems))
+            out.extend(build_items([(body, data)], envelope, loc, problems, format=FORMAT))
     problems.raise_if_any()
     return out
 
 
-def representable(body: CanonicalItem) -> bool:
+def decode_record(record: dict[str, Any]) -> CanonicalItem:
+    """The canonical view of a stored record (trusted: it was validated at ingest)."""
+    problems = Problems()
+    body = decode(record, [], problems)
+    problems.raise_if_any()
+    assert body is not None
+    return body
+
+
+def representable(body: CanonicalItem, origin: str) -> bool:
     if isinstance(body, ReasoningItem):
         return body.signature is None and not body.redacted
+    if type(body) is OpaqueItem:
+        return origin in (FORMAT, "canonical")
     return True
+
+
+def _part(part: Any) -> dict[str, Any] | None:
+    if type(part) is TextPart:
+        return {"type": "input_text", "text": part.text}
+    if type(part) is ImagePart:
+        image: dict[str, Any] = {"type": "input_image", "detail": part.detail or "auto"}
+        if part.url is not None:
+            image["image_url"] = part.url
+        if part.file_id is not None:
+            image["file_id"] = part.file_id
+        return image
+    text = other_part_text(part)
+    return None if text is None else {"type": "input_text", "text": text}
+
+
+def _parts_out(parts: list[Any]) -> list[dict[str, Any]]:
+    out = [r for r in map(_part, parts) if r is not None]
+    return out or [{"type": "input_text", "text": CONTENT_OMITTED}]
 
 
 def _message(body: MessageItem) -> dict[str, Any]:
     if isinstance(body.content, str):
         content: str | list[dict[str, Any]] = body.content
     elif body.role == "assistant":
-        content = "\n".join(
-            p.text if isinstance(p, TextPart) else IMAGE_OMITTED for p in body.content
-        )
-    else:
-        content = [
-            {"type": "input_text", "text": p.text}
-            if isinstance(p, TextPart)
-            else {"type": "input_image", "image_url": p.url, "detail": p.detail or "auto"}
+        texts = [
+            p.text
+            if type(p) is TextPart
+            else IMAGE_OMITTED
+            if type(p) is ImagePart
+            else other_part_text(p)
             for p in body.content
         ]
+        content = "\n".join(t for t in texts if t is not None) or CONTENT_OMITTED
+    else:
+        content = _parts_out(body.content)
     return {"type": "message", "role": body.role, "content": content}
 
 
@@ -217,9 +244,11 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         out.append({"type": "message", "role": "system", "content": summary})
     for entry in entries:
         body = entry.body
-        if isinstance(body, MessageItem):
+        if is_native(entry, FORMAT):
+            out.append(entry.stored.record)  # type: ignore[union-attr,arg-type]
+        elif type(body) is MessageItem:
             out.append(_message(body))
-        elif isinstance(body, FunctionCallItem):
+        elif type(body) is FunctionCallItem:
             out.append(
                 {
                     "type": "function_call",
@@ -228,16 +257,18 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
                     "arguments": body.arguments,
                 }
             )
-        elif isinstance(body, FunctionCallOutputItem):
-            out.append(
-                {"type": "function_call_output", "call_id": body.call_id, "output": body.output}
-            )
-        elif representable(body) and entry.stored is not None:
-            item: dict[str, Any] = {
-                "type": "reasoning",
-                "id": entry.stored.id,
-                "summary": [{"type": "summary_text", "text": s} for s in body.summary],
-            }
+        elif type(body) is FunctionCallOutputItem:
+            output: Any = body.output if isinstance(body.output, str) else _parts_out(body.output)
+            out.append({"type": "function_call_output", "call_id": body.call_id, "output": output})
+        elif type(body) is OpaqueItem:
+            out.append(body.data)
+        elif isinstance(body, ReasoningItem) and representable(body, "canonical"):
+            item: dict[str, Any] = {"type": "reasoning"}
+            stored = entry.stored
+            if stored is not None:  # trimmed reasoning keeps its own id (DESIGN §2, tier 2)
+                own = stored.record.get("id") if stored.format == FORMAT and stored.record else None
+                item["id"] = own if isinstance(own, str) else stored.id
+            item["summary"] = [{"type": "summary_text", "text": s} for s in body.summary]
             if body.content is not None:
                 item["content"] = [{"type": "reasoning_text", "text": body.content}]
             if body.encrypted_content is not None:
@@ -246,29 +277,37 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
     return {"input": out}
 
 
+def _count_parts(parts: Any, texts: list[str], usage: Usage) -> None:
+    if isinstance(parts, str):
+        texts.append(parts)
+        return
+    for part in parts:
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            texts.append(part["text"])
+        elif kind == "input_image" and (part.get("image_url") or part.get("file_id")):
+            usage.image(part.get("detail"))
+        else:
+            usage.opaque(part, texts)
+
+
 def count(payload: dict[str, Any], usage: Usage) -> None:
     texts: list[str] = []  # counted in one call: the hot path of a context read
     for item in payload["input"]:
         usage.overhead(PER_MESSAGE_TOKENS)
-        kind = item["type"]
+        kind = item.get("type") or ("message" if "role" in item else "item_reference")
         if kind == "message":
-            content = item["content"]
-            if isinstance(content, str):
-                texts.append(content)
-            else:
-                for part in content:
-                    if part["type"] == "input_image":
-                        usage.image(part.get("detail"))
-                    else:
-                        texts.append(part["text"])
+            _count_parts(item["content"], texts, usage)
         elif kind == "function_call":
             texts.append(item["name"])
-            texts.append(item["arguments"])
+            texts.append(item.get("arguments", ""))
         elif kind == "function_call_output":
-            texts.append(item["output"])
+            _count_parts(item["output"], texts, usage)
         elif kind == "reasoning":
-            for part in item["summary"]:
+            for part in item.get("summary", ()):
                 texts.append(part["text"])
-            for part in item.get("content", ()):
+            for part in item.get("content") or ():
                 texts.append(part["text"])
+        elif kind not in CORE_TYPES:
+            usage.opaque(item, texts)
     usage.texts(texts)

@@ -97,7 +97,8 @@ def _query_value(value: Any) -> Any:
 
 
 def seg(value: str) -> str:
-    """A path segment, percent-encoded."""
+    """A path segment, percent-encoded (every character but unreserved ones, ``/`` included):
+    session ids may hold ``@``, spaces, ``:``, ``?``, ``#``, ``%`` or any printable Unicode."""
     return quote(str(value), safe="")
 
 
@@ -238,12 +239,17 @@ def append_items(
 
 
 def list_items(
-    session_id: str, *, after_seq: int | None, limit: int | None, last: int | None
+    session_id: str,
+    *,
+    after_seq: int | None,
+    limit: int | None,
+    last: int | None,
+    format: str | None,
 ) -> Call:
     return Call(
         "GET",
         f"/v1/sessions/{seg(session_id)}/items",
-        params={"after_seq": after_seq, "limit": limit, "last": last},
+        params={"after_seq": after_seq, "limit": limit, "last": last, "format": format},
     )
 
 
@@ -251,10 +257,17 @@ def get_item(session_id: str, item_id: str) -> Call:
     return Call("GET", f"/v1/sessions/{seg(session_id)}/items/{seg(item_id)}")
 
 
-def pop_item(session_id: str, *, if_match: int | str | None, idempotency_key: str | None) -> Call:
+def pop_item(
+    session_id: str,
+    *,
+    format: str | None,
+    if_match: int | str | None,
+    idempotency_key: str | None,
+) -> Call:
     return Call(
         "POST",
         f"/v1/sessions/{seg(session_id)}/items/pop",
+        params={"format": format},
         headers=_write_headers(if_match=if_match, idempotency_key=idempotency_key),
     )
 

@@ -1,185 +1,205 @@
-"""An OpenAI Agents SDK session backed by the service: ``Runner.run(agent, input,
-session=ServiceSession(client, "user-42"))`` keeps the conversation here.
+"""An OpenAI Agents SDK session whose items live in the Session Memory Service:
+``Runner.run(agent, input, session=ServiceSession(client, "user-42"))``.
 
-It implements the SDK's ``Session`` protocol (``agents.memory.session.Session``) structurally,
-as the SDK asks third-party sessions to (``SessionABC`` is for the SDK's own):
+``ServiceSession`` implements the SDK's ``Session`` protocol (``agents.memory.Session``)
+structurally, as the SDK asks third-party sessions to, with the semantics of the SDK's own
+sessions (``SQLiteSession`` given the same calls returns the same items):
 
-- ``add_items(items)``: one atomic append in ``openai-responses`` format (the SDK's items are
-  Responses input items), creating the session on first use, with an ``Idempotency-Key`` that
-  the client reuses when it retries, so a retried batch lands once;
-- ``get_items()``: the next-turn prompt from ``POST /context`` in ``openai-responses`` format,
-  so the session's budget (``config.context``) and its compaction summary (a leading
-  ``system`` message) apply; ``get_items(limit=N)``: the newest N items of working memory,
-  oldest first, exactly as stored (no summary, no budget);
-- ``pop_item()``: removes the newest item (it stays in the service's history) and returns it,
-  ``None`` when working memory is empty;
-- ``clear_session()``: empties working memory and the summary (history keeps everything).
+- ``add_items(items)``: the items, exactly as given, in one atomic append in
+  ``openai-responses`` format, creating the session on first use. Provider item ids
+  (``msg_...``, ``fc_...``, the SDK's ``__fake_id__``) are data like any other field, so
+  repeated ids are fine. The ``Idempotency-Key`` is reused when the client retries, so a
+  retried batch lands once.
+- ``get_items(limit=None)``: the items exactly as they were added, oldest first; with a limit
+  the newest ``limit`` of them (``[]`` for ``limit <= 0``). Without one,
+  ``session_settings.limit`` applies, as in the SDK's sessions.
+- ``pop_item()``: removes the newest item and returns it exactly as it was added; ``None``
+  when there is none.
+- ``clear_session()``: removes every item.
 
-Items come back in the service's ``openai-responses`` rendering, which is what the model
-needs, not a byte copy of what the SDK wrote: assistant text is a string, ``status`` and
-output annotations are dropped, ``function_call`` ids are not replayed. Item types the service
-does not store (hosted tool calls such as ``web_search_call``, ``item_reference``) are refused
-by the service with an ``InvalidInputError`` rather than silently lost.
+A session that does not exist yet reads as empty. What a session of the service adds:
+popped and cleared items stay in its history (``client.list_history``); ``get_prompt()`` is
+the budgeted next-turn prompt (``POST .../context``: the session's ``config.context`` budget or
+the ``context=`` overrides, and after a compaction its summary as a leading ``system``
+message); ``history="prompt"`` makes ``get_items()`` without a limit return that prompt, so
+that ``Runner`` sends it to the model (reads with a limit, which the SDK uses to inspect and
+rewind the session's tail, stay exact).
 
-Requires nothing from the SDK at import time (install ``session-memory-client[agents]`` to use
-it with ``Runner``).
+The client may be shared by several ``asyncio.run`` calls and threads (it keeps one
+connection pool per event loop). ``add_items``, ``pop_item`` and ``clear_session`` see their
+request through when the caller is cancelled meanwhile, then re-raise the cancellation.
+
+Nothing from the SDK is imported at import time; constructing a ``ServiceSession`` needs
+it (``pip install "session-memory-client[agents]"``).
 """
 
 from __future__ import annotations
 
-import re
-import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from session_memory_client import _core
 from session_memory_client.client import AsyncSessionMemoryClient
 from session_memory_client.errors import ConflictError, NotFoundError
-from session_memory_client.types import Item
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
 
 FORMAT = "openai-responses"
-# Ids the service accepts as item ids; anything else (the SDK's "__fake_id__" for providers
-# that assign none, ids with slashes) is dropped and the service generates one.
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-# Keys the SDK or some providers add to items that are not part of a Responses input item.
-_FOREIGN_KEYS = ("provider_data", "created_by")
+PAGE = 1000  # the most items one GET /items returns
+History = Literal["exact", "prompt"]
+_T = TypeVar("_T")
 
 
 class ServiceSession:
     """A ``Session`` (OpenAI Agents SDK) whose items live in the Session Memory Service.
 
-    ``context`` holds budget overrides for ``get_items()`` (``max_tokens``, ``max_items``, ...;
-    see ``AsyncSessionMemoryClient.get_context``); without them the session's own
-    ``config.context`` decides.
+    ``session_settings``: a ``SessionSettings`` or a dict of its fields (unknown keys raise
+    ``TypeError``), as the SDK's sessions take it; its ``limit`` is the default of
+    ``get_items()``. ``history``: what ``get_items()`` without a limit returns: ``"exact"``
+    (default) every item as added, ``"prompt"`` the budgeted prompt of ``get_prompt()``.
+    ``context``: budget overrides for ``get_prompt()`` (``max_tokens``, ``max_items``, ...; see
+    ``AsyncSessionMemoryClient.get_context``); without them the session's ``config.context``
+    decides.
     """
-
-    session_settings: SessionSettings | None = None
 
     def __init__(
         self,
         client: AsyncSessionMemoryClient,
         session_id: str,
         *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        history: History = "exact",
         context: Mapping[str, Any] | None = None,
-        session_settings: SessionSettings | None = None,
     ) -> None:
+        if history not in ("exact", "prompt"):
+            raise ValueError(f"history must be 'exact' or 'prompt', not {history!r}")
+        unknown = set(context or {}) - set(_core.BUDGET_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown budget field(s): {', '.join(sorted(unknown))}")
         self.client = client
         self.session_id = session_id
+        self.session_settings = session_settings  # type: ignore[assignment]
+        self.history = history
         self.context = dict(context or {})
-        self.session_settings = session_settings
+
+    @property
+    def session_settings(self) -> SessionSettings:
+        return self._session_settings
+
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | dict[str, Any] | None) -> None:
+        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+
+        self._session_settings = (
+            SessionSettings() if value is None else coerce_session_settings(value)
+        )
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The conversation history: all of it (as the model should see it) when ``limit`` is
-        None, else the newest ``limit`` items, oldest first."""
-        if limit is not None:
-            if limit <= 0:
-                return []
-            try:
-                if limit <= 1000:
-                    stored = (await self.client.list_items(self.session_id, last=limit))["items"]
-                else:
-                    stored = [i async for i in self.client.iter_items(self.session_id)][-limit:]
-            except NotFoundError:
-                return []
-            return [to_responses_item(item) for item in stored]  # type: ignore[misc]
+        """The items as added, oldest first: all of them, or the newest ``limit``
+        (``session_settings.limit`` when ``limit`` is None). With ``history="prompt"`` and
+        no limit at all, the budgeted prompt of ``get_prompt()``."""
+        from agents.memory.session_settings import resolve_session_limit
+
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is None and self.history == "prompt":
+            return await self.get_prompt()
+        if limit is not None and limit <= 0:
+            return []
         try:
-            context = await self.client.get_context(self.session_id, FORMAT, **self.context)
+            if limit is not None and limit <= PAGE:
+                page = await self.client.list_items(self.session_id, last=limit, format=FORMAT)
+                return page["items"]  # type: ignore[return-value]
+            items: deque[Any] = deque(maxlen=limit)
+            async for item in self.client.iter_items(
+                self.session_id, page_size=PAGE, format=FORMAT
+            ):
+                items.append(item)
+            return list(items)
+        except NotFoundError:
+            return []
+
+    async def get_prompt(self, **budget: Any) -> list[TResponseInputItem]:
+        """The next-turn prompt as Responses input items (``POST .../context``): the
+        session's budget, overridden by ``context=`` and then by ``budget``; after a
+        compaction, the summary first as a ``system`` message. ``[]`` for a missing
+        session."""
+        try:
+            context = await self.client.get_context(
+                self.session_id, FORMAT, **{**self.context, **budget}
+            )
         except NotFoundError:
             return []
         return list(context.get("input") or [])  # type: ignore[arg-type]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append the items atomically (creating the session on first use)."""
+        """Append the items, exactly as given, atomically (creating the session on first
+        use)."""
         if not items:
             return
-        batch = [to_service_item(item) for item in items]
-        await self.client.append_items(
-            self.session_id,
-            batch,
-            format=FORMAT,
-            create=True,
-            idempotency_key=f"agents-{uuid.uuid4()}",
+        batch = [_as_mapping(item) for item in items]
+        await _settle(
+            self.client.append_items(
+                self.session_id,
+                batch,
+                format=FORMAT,
+                create=True,
+                idempotency_key=_core.idem_key(None, True),  # even if auto keys are off
+            )
         )
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the newest item; ``None`` if there is none."""
+        """Remove the newest item and return it as it was added; ``None`` if there is none.
+        (An item written in another format that Responses input cannot carry is removed and
+        ``None`` returned.)"""
+        return await _settle(self._pop())
+
+    async def _pop(self) -> TResponseInputItem | None:
         try:
-            popped = await self.client.pop_item(self.session_id)
-        except (NotFoundError, ConflictError) as exc:
-            if isinstance(exc, ConflictError) and exc.code != "empty-working-memory":
-                raise
+            popped = await self.client.pop_item(self.session_id, format=FORMAT)
+        except NotFoundError:
             return None
-        return to_responses_item(popped["item"])  # type: ignore[return-value]
+        except ConflictError as exc:
+            if exc.code == "empty-working-memory":
+                return None
+            raise
+        return popped.get("rendered")  # type: ignore[return-value]
 
     async def clear_session(self) -> None:
-        """Forget the conversation (the service's history keeps it)."""
+        """Remove every item (the service's history keeps them)."""
+        await _settle(self._clear())
+
+    async def _clear(self) -> None:
         try:
             await self.client.clear_items(self.session_id)
         except NotFoundError:
             return
 
 
-def to_service_item(item: Any) -> dict[str, Any]:
-    """A Responses input item as the service's ``openai-responses`` ingest accepts it."""
-    if hasattr(item, "model_dump"):
+def _as_mapping(item: Any) -> Mapping[str, Any]:
+    if hasattr(item, "model_dump"):  # a Responses pydantic model, as the SDK dumps one
         item = item.model_dump(exclude_unset=True, mode="json")
     if not isinstance(item, Mapping):
         raise TypeError(f"a session item must be a mapping, not {type(item).__name__}")
-    out = {k: v for k, v in item.items() if k not in _FOREIGN_KEYS and v is not None}
-    item_id = out.get("id")
-    if item_id is not None and not (isinstance(item_id, str) and _ID_RE.match(item_id)):
-        del out["id"]
-    return out
+    return item
 
 
-def to_responses_item(item: Item) -> dict[str, Any]:
-    """A stored (canonical) item as an ``openai-responses`` input item, rendered by the same
-    rules as the service's ``openai-responses`` projection."""
-    kind = item.get("type")
-    if kind == "message":
-        content = item["content"]
-        if not isinstance(content, str):
-            if item["role"] == "assistant":
-                content = "\n".join(
-                    p["text"] if p.get("type") == "text" else "[image omitted]" for p in content
-                )
-            else:
-                content = [
-                    {"type": "input_text", "text": p["text"]}
-                    if p.get("type") == "text"
-                    else {
-                        "type": "input_image",
-                        "image_url": p["url"],
-                        "detail": p.get("detail") or "auto",
-                    }
-                    for p in content
-                ]
-        return {"type": "message", "role": item["role"], "content": content}
-    if kind == "function_call":
-        return {
-            "type": "function_call",
-            "call_id": item["call_id"],
-            "name": item["name"],
-            "arguments": item.get("arguments", ""),
-        }
-    if kind == "function_call_output":
-        return {
-            "type": "function_call_output",
-            "call_id": item["call_id"],
-            "output": item["output"],
-        }
-    if kind == "reasoning":
-        out: dict[str, Any] = {
-            "type": "reasoning",
-            "id": item["id"],
-            "summary": [{"type": "summary_text", "text": s} for s in item.get("summary", [])],
-        }
-        if item.get("content") is not None:
-            out["content"] = [{"type": "reasoning_text", "text": item["content"]}]
-        if item.get("encrypted_content") is not None:
-            out["encrypted_content"] = item["encrypted_content"]
-        return out
-    raise ValueError(f"unknown item type {kind!r}")
+async def _settle(write: Awaitable[_T]) -> _T:
+    """The write's outcome, waited for even when the caller is cancelled meanwhile; the
+    cancellation is re-raised once the write has settled, so that nothing is still in flight
+    to land after the caller's next read or write (the SDK's own sessions do the same)."""
+    task = asyncio.ensure_future(write)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved, so that it is not reported as never retrieved
+        raise cancelled
+    return task.result()

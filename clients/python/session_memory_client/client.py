@@ -10,8 +10,10 @@ only builds a ``_core.Call``, so the request an operation sends is defined once.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -126,11 +128,14 @@ class SessionMemoryClient(_Base):
                     return _core.decode(call, response)
             time.sleep(self.retry.delay(attempt, _core.retry_after(response)))
 
-    def iter_items(self, session_id: str, *, page_size: int = 500) -> Iterator[Item]:
-        """All of working memory, oldest first, one page at a time."""
+    def iter_items(
+        self, session_id: str, *, page_size: int = 500, format: Format | None = None
+    ) -> Iterator[Item]:
+        """All of working memory, oldest first, one page at a time (``format`` as in
+        ``list_items``)."""
         after: int | None = None
         while True:
-            page = self.list_items(session_id, after_seq=after, limit=page_size)
+            page = self.list_items(session_id, after_seq=after, limit=page_size, format=format)
             yield from page["items"]
             if page["next_cursor"] is None:
                 return
@@ -218,9 +223,19 @@ class SessionMemoryClient(_Base):
         after_seq: int | None = None,
         limit: int | None = None,
         last: int | None = None,
+        format: Format | None = None,
     ) -> ItemPage:
-        """Working memory oldest first from ``after_seq``, or the newest ``last`` items."""
-        return self._send(_core.list_items(session_id, after_seq=after_seq, limit=limit, last=last))
+        """Working memory oldest first from ``after_seq``, or the newest ``last`` items.
+
+        Without ``format``: the stored items (canonical view, with their envelope: ``id``,
+        ``seq``, ``tokens``, ...). With ``format`` (``openai-responses``, ``openai-chat``,
+        ``anthropic``): the page's items as that provider's items or messages, exactly as
+        ingested when they were written in that format, else rendered in its idiom, with
+        ``format`` and ``notes`` (what the format cannot carry and was left out; anthropic
+        adds ``system``). ``next_cursor`` is the ``after_seq`` of the next page."""
+        return self._send(
+            _core.list_items(session_id, after_seq=after_seq, limit=limit, last=last, format=format)
+        )
 
     def get_item(self, session_id: str, item_id: str) -> Item:
         """One item of working memory."""
@@ -230,14 +245,20 @@ class SessionMemoryClient(_Base):
         self,
         session_id: str,
         *,
+        format: Format | None = None,
         if_match: int | str | None = None,
         idempotency_key: str | None = None,
     ) -> PopResult:
         """Remove and return the newest item (it stays in history). ``ConflictError`` if
-        working memory is empty."""
+        working memory is empty. With ``format``, ``rendered`` is the popped item in that
+        format (exactly as ingested when it was written in it; ``None`` when the format cannot
+        carry it). Retried with the same ``Idempotency-Key``, so a retry pops once."""
         return self._send(
             _core.pop_item(
-                session_id, if_match=if_match, idempotency_key=self._key(idempotency_key)
+                session_id,
+                format=format,
+                if_match=if_match,
+                idempotency_key=self._key(idempotency_key),
             )
         )
 
@@ -383,7 +404,15 @@ class SessionMemoryClient(_Base):
 
 class AsyncSessionMemoryClient(_Base):
     """Async client: the same methods as ``SessionMemoryClient``, awaitable. Use it as an
-    async context manager or call ``aclose()``."""
+    async context manager or call ``aclose()``.
+
+    One object serves every event loop and thread: it keeps one ``httpx.AsyncClient`` (one
+    connection pool) per running event loop, made on the loop's first request and closed
+    when that loop shuts down (at the end of ``asyncio.run``), so it can be created once and
+    used from several ``asyncio.run`` calls, ``Runner.run_sync`` calls or threads.
+    ``aclose()`` closes them all; the client cannot be used after it. A caller's
+    ``http_client`` is used as given, on its own loop, and left open.
+    """
 
     def __init__(
         self,
@@ -404,12 +433,13 @@ class AsyncSessionMemoryClient(_Base):
             auto_idempotency=auto_idempotency,
             headers=headers,
         )
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._given_http = http_client
+        self._pools = _LoopPools(timeout)
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
+        """Close the connection pools this client opened (on every loop); a caller's
+        ``http_client`` is left open."""
+        await self._pools.aclose()
 
     async def __aenter__(self) -> AsyncSessionMemoryClient:
         return self
@@ -423,12 +453,13 @@ class AsyncSessionMemoryClient(_Base):
         await self.aclose()
 
     async def _send(self, call: Call) -> Any:
+        http = self._given_http or await self._pools.current()
         attempt = 0
         while True:
             attempt += 1
             response: httpx.Response | None = None
             try:
-                response = await self._http.request(
+                response = await http.request(
                     call.method,
                     self.base_url + call.path,
                     **_merge(self._headers, call.request_kwargs()),
@@ -443,11 +474,16 @@ class AsyncSessionMemoryClient(_Base):
                     return _core.decode(call, response)
             await asyncio.sleep(self.retry.delay(attempt, _core.retry_after(response)))
 
-    async def iter_items(self, session_id: str, *, page_size: int = 500) -> AsyncIterator[Item]:
-        """All of working memory, oldest first, one page at a time."""
+    async def iter_items(
+        self, session_id: str, *, page_size: int = 500, format: Format | None = None
+    ) -> AsyncIterator[Item]:
+        """All of working memory, oldest first, one page at a time (``format`` as in
+        ``list_items``)."""
         after: int | None = None
         while True:
-            page = await self.list_items(session_id, after_seq=after, limit=page_size)
+            page = await self.list_items(
+                session_id, after_seq=after, limit=page_size, format=format
+            )
             for item in page["items"]:
                 yield item
             if page["next_cursor"] is None:
@@ -536,10 +572,18 @@ class AsyncSessionMemoryClient(_Base):
         after_seq: int | None = None,
         limit: int | None = None,
         last: int | None = None,
+        format: Format | None = None,
     ) -> ItemPage:
-        """Working memory oldest first from ``after_seq``, or the newest ``last`` items."""
+        """Working memory oldest first from ``after_seq``, or the newest ``last`` items.
+
+        Without ``format``: the stored items (canonical view, with their envelope: ``id``,
+        ``seq``, ``tokens``, ...). With ``format`` (``openai-responses``, ``openai-chat``,
+        ``anthropic``): the page's items as that provider's items or messages, exactly as
+        ingested when they were written in that format, else rendered in its idiom, with
+        ``format`` and ``notes`` (what the format cannot carry and was left out; anthropic
+        adds ``system``). ``next_cursor`` is the ``after_seq`` of the next page."""
         return await self._send(
-            _core.list_items(session_id, after_seq=after_seq, limit=limit, last=last)
+            _core.list_items(session_id, after_seq=after_seq, limit=limit, last=last, format=format)
         )
 
     async def get_item(self, session_id: str, item_id: str) -> Item:
@@ -550,14 +594,20 @@ class AsyncSessionMemoryClient(_Base):
         self,
         session_id: str,
         *,
+        format: Format | None = None,
         if_match: int | str | None = None,
         idempotency_key: str | None = None,
     ) -> PopResult:
         """Remove and return the newest item (it stays in history). ``ConflictError`` if
-        working memory is empty."""
+        working memory is empty. With ``format``, ``rendered`` is the popped item in that
+        format (exactly as ingested when it was written in it; ``None`` when the format cannot
+        carry it). Retried with the same ``Idempotency-Key``, so a retry pops once."""
         return await self._send(
             _core.pop_item(
-                session_id, if_match=if_match, idempotency_key=self._key(idempotency_key)
+                session_id,
+                format=format,
+                if_match=if_match,
+                idempotency_key=self._key(idempotency_key),
             )
         )
 
@@ -705,6 +755,84 @@ class AsyncSessionMemoryClient(_Base):
         return await self._send(
             _core.search(session_id, q=q, scope=scope, limit=limit, cursor=cursor)
         )
+
+
+class _LoopPools:
+    """One ``httpx.AsyncClient`` per running event loop.
+
+    An ``httpx.AsyncClient`` belongs to the loop it first ran on: its pooled connections fail
+    on any other loop ("Event loop is closed", "bound to a different event loop"). Each loop
+    gets its own, made lazily. It is closed with its loop: a started async generator of the
+    loop's holds it, and a loop that shuts down (``asyncio.run`` does, as does every runner
+    that calls ``loop.shutdown_asyncgens()``) closes its async generators, which closes the
+    client inside the loop while it still runs. Clients of loops that closed without that
+    step are dropped when the next loop arrives. A loop kept open after shutting its async
+    generators down once (``Runner.run_sync`` keeps its thread's loop) keeps its client until
+    ``aclose()``, awaited on that loop, closes it.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._by_loop: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        self._closed = False
+
+    async def current(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the client is closed")
+            pool = self._by_loop.get(loop)
+            if pool is not None:
+                return pool.http
+            for stale in [other for other in self._by_loop if other.is_closed()]:
+                del self._by_loop[stale]
+            pool = _LoopPool(httpx.AsyncClient(timeout=self._timeout))
+            self._by_loop[loop] = pool
+        if not getattr(loop, "_asyncgens_shutdown_called", False):
+            # (else the loop already shut its async generators down once and is kept open,
+            # as ``Runner.run_sync`` keeps its loop: the pool lives until ``aclose()``)
+            pool.keeper = self._keep(loop, pool)
+            await pool.keeper.__anext__()  # registers it with the loop; returns at once
+        return pool.http
+
+    async def _keep(
+        self, loop: asyncio.AbstractEventLoop, pool: _LoopPool
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._by_loop.get(loop) is pool:
+                    del self._by_loop[loop]
+            await pool.http.aclose()
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._closed = True
+            pools, self._by_loop = self._by_loop, {}
+        here = asyncio.get_running_loop()
+        for loop, pool in pools.items():
+            if loop is here:
+                await pool.close()
+            elif loop.is_running():
+                try:  # that loop runs in another thread: close its pool there
+                    asyncio.run_coroutine_threadsafe(pool.close(), loop)
+                except RuntimeError:
+                    pass  # it closed meanwhile
+            # (a pool of a loop that is not running is dropped: nothing can run its close)
+
+
+@dataclass
+class _LoopPool:
+    http: httpx.AsyncClient
+    keeper: AsyncGenerator[None, None] | None = None
+
+    async def close(self) -> None:
+        if self.keeper is not None:
+            await self.keeper.aclose()  # its ``finally`` closes ``http``
+        else:
+            await self.http.aclose()
 
 
 def _merge(headers: Mapping[str, str], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """The shapes the service sends back, as ``TypedDict``s (plain ``dict``s at run time, typed for
 checkers). Names follow the OpenAPI components (``SessionRead`` -> ``Session``).
 
-Items are dicts whose keys depend on ``type`` (``message``, ``function_call``,
-``function_call_output``, ``reasoning``) plus the envelope (``id``, ``seq``, ``tokens``,
-``chars``, ``pinned``, ``metadata``, ``created_at``); they are typed as ``Item`` (a ``dict``)
-rather than a union so that reading ``item["content"]`` needs no narrowing dance.
+Stored items are dicts whose keys depend on ``type`` (``message``, ``function_call``,
+``function_call_output``, ``reasoning``, and every other provider item kept as it was sent)
+plus the envelope (``id``, ``seq``, ``format`` (the format it was written in), ``tokens``,
+``chars``, ``pinned``, ``metadata``, ``created_at``). Read with ``format=``, items are that
+provider's own items or messages. Both are typed as ``Item`` (a ``dict``) rather than a union
+so that reading ``item["content"]`` needs no narrowing dance.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any, Literal, TypedDict
 
 JSON = Any
 Item = dict[str, Any]
-"""A stored item: canonical fields plus the envelope."""
+"""A stored item (canonical fields plus the envelope), or a provider item when read with
+``format=``."""
 
 Format = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
 CompactPolicy = Literal["window", "structured", "llm"]
@@ -61,14 +64,30 @@ class AppendResult(TypedDict):
     version: int
 
 
-class ItemPage(TypedDict):
+class _ItemPage(TypedDict):
     items: list[Item]
     next_cursor: int | None
 
 
-class PopResult(TypedDict):
+class ItemPage(_ItemPage, total=False):
+    """A page of working memory. Read with ``format=``, it also has ``format``, ``notes``
+    (what that format cannot carry and was left out) and, for ``anthropic``, ``system``."""
+
+    format: Format
+    notes: list[str]
+    system: JSON
+
+
+class _PopResult(TypedDict):
     item: Item
     version: int
+
+
+class PopResult(_PopResult, total=False):
+    """The popped stored item; popped with ``format=``, also ``rendered``: the item in that
+    format (``None`` when the format cannot carry it)."""
+
+    rendered: Item | None
 
 
 class ClearResult(TypedDict):

@@ -32,15 +32,24 @@ function must<T>(
   return result.data;
 }
 
+// openapi-fetch percent-encodes path parameters (encodeURIComponent): the id may hold spaces,
+// "@", ":" or any non-ASCII character. Idempotency keys are visible ASCII, so they are built
+// from the encoded form.
 const path = { session_id: sessionId };
+const idempotencyBase = encodeURIComponent(sessionId);
 
 async function main(): Promise<void> {
   const created: Session = must(
     "createSession",
     await client.POST("/v1/sessions", {
       body: { id: sessionId, metadata: { agent: "typescript" } },
-      params: { header: { "idempotency-key": `${sessionId}-create` } },
+      params: { header: { "idempotency-key": `${idempotencyBase}-create` } },
     }),
+  );
+
+  const read: Session = must(
+    "getSession",
+    await client.GET("/v1/sessions/{session_id}", { params: { path } }),
   );
 
   must(
@@ -57,7 +66,7 @@ async function main(): Promise<void> {
   const toolTurn = must(
     "append tool call and output",
     await client.POST("/v1/sessions/{session_id}/items", {
-      params: { path, header: { "idempotency-key": `${sessionId}-turn-1` } },
+      params: { path, header: { "idempotency-key": `${idempotencyBase}-turn-1` } },
       body: {
         format: "openai-chat",
         items: [
@@ -144,6 +153,8 @@ async function main(): Promise<void> {
   console.log(
     JSON.stringify({
       created_version: created.version,
+      created_id: created.id,
+      read_id: read.id,
       tool_turn_types: toolTurn.items.map((item) => item.type),
       context_messages: context.messages ?? [],
       context_tokens: context.report.projected_tokens,
