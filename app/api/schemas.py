@@ -27,6 +27,7 @@ from app.domain.items import (
     FunctionCallOutputItem,
     MessageItem,
     ReasoningItem,
+    item_tag,
 )
 from app.domain.projection import Budget
 
@@ -183,18 +184,13 @@ class StoredOpaque(BaseModel):
     format: FormatName
 
 
-def _stored_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in CORE_TYPES else "opaque"
-
-
 ItemRead = Annotated[
     Annotated[StoredMessage, Tag("message")]
     | Annotated[StoredFunctionCall, Tag("function_call")]
     | Annotated[StoredFunctionCallOutput, Tag("function_call_output")]
     | Annotated[StoredReasoning, Tag("reasoning")]
     | Annotated[StoredOpaque, Tag("opaque")],
-    Discriminator(_stored_tag),
+    Discriminator(item_tag),
 ]
 
 

@@ -185,7 +185,8 @@ class OpaqueItem(_Verbatim):
 CORE_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
 
 
-def _item_tag(value: Any) -> str:
+def item_tag(value: Any) -> str:
+    """The union tag of an item (a dict or a model): its core type, or ``"opaque"``."""
     if isinstance(value, OpaqueItem):
         return "opaque"
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
@@ -198,7 +199,7 @@ CanonicalItem: TypeAlias = Annotated[
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
     | Annotated[OpaqueItem, Tag("opaque")],
-    Discriminator(_item_tag),
+    Discriminator(item_tag),
 ]
 canonical_adapter: TypeAdapter[CanonicalItem] = TypeAdapter(CanonicalItem)
 
