@@ -38,11 +38,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     host = args.host or settings.host
-    if host != settings.host:
-        # The app factory (in this process and in each worker) decides about auth from HOST.
-        os.environ["HOST"] = host
-        get_settings.cache_clear()
-        settings = get_settings()
+    # The app factory (in this process and in each worker) decides about auth from HOST, and
+    # lets AUTH__MODE=auto be off only in a server this command started (SERVE__VIA_CLI).
+    os.environ["HOST"] = host
+    os.environ["SERVE__VIA_CLI"] = "true"
+    get_settings.cache_clear()
+    settings = get_settings()
     refused = _auth_refusal(settings)
     if refused:
         print(refused, file=sys.stderr)

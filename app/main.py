@@ -45,6 +45,10 @@ unknown fields)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """``create_app()`` is the factory ASGI servers call (settings from the environment: auth
+    ``auto`` is on unless ``session-memory serve`` started the server); ``create_app(settings)``
+    (tests, embedding) honours the given settings as they are."""
+    built_by_asgi_server = settings is None
     settings = settings or get_settings()
     refused = startup_problem(settings)
     if refused:
@@ -88,7 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_problem_handlers(app)
-    app.state.auth_required = auth_required(settings)
+    app.state.auth_required = auth_required(settings, built_by_asgi_server=built_by_asgi_server)
     app.state.default_tenant = settings.auth.default_tenant
     app.include_router(sessions.router)
     app.include_router(memory.router)  # before items: POST /items/pop is its own route

@@ -46,7 +46,8 @@ class LockSettings(BaseModel):
 class AuthSettings(BaseModel):
     """API keys. ``mode``: ``on`` (every /v1 request needs a key), ``off`` (no keys: every caller
     is ``default_tenant`` with every scope; refused unless the host is loopback), ``auto``
-    (default: ``off`` on a loopback host with no bootstrap key, ``on`` otherwise)."""
+    (default: ``off`` on a loopback host with no bootstrap key when ``session-memory serve`` runs
+    the server, ``on`` otherwise: see ``services.keys.auth_required``)."""
 
     mode: Literal["auto", "on", "off"] = "auto"
     bootstrap_key: SecretStr | None = Field(
@@ -95,6 +96,16 @@ class AutoCompactSettings(BaseModel):
     max_backoff_seconds: float = Field(1800.0, gt=0)
 
 
+class ServeSettings(BaseModel):
+    """Internal: how the process was started, not an operator setting."""
+
+    via_cli: bool = Field(
+        False,
+        description="internal: set by `session-memory serve` in the environment of the server it "
+        "starts; only then may AUTH__MODE=auto resolve to off (never set it yourself)",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_nested_delimiter="__",
@@ -134,6 +145,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     auto_compact: AutoCompactSettings = Field(default_factory=AutoCompactSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
 
     @field_validator("database_url")
     @classmethod

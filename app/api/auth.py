@@ -12,11 +12,14 @@ the request state, read by ``deps.get_actor``), so no route can forget it:
 Tenancy and session prefixes are not decided here: the services scope every query to the
 actor's tenant and answer 404 for a session of another tenant or outside the key's prefix.
 
-With auth off (loopback only), every caller is the default tenant with every scope.
+With auth off (loopback only), every caller is the default tenant with every scope; a request
+the server received on a non-loopback address (the ASGI ``scope["server"]``) is refused with 401
+``api-key-required`` instead, whatever HOST says.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from typing import Any
@@ -25,7 +28,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problems import PROBLEM_MEDIA_TYPE, problem_response
-from app.services.keys import KeyResolver, actor_for
+from app.services.keys import KeyResolver, actor_for, is_loopback
 from app.services.runtime import Actor
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,22 @@ def required_scope(method: str, path: str) -> str:
     if method == "POST" and _READ_ONLY_POSTS.match(path):
         return "read"
     return "write"
+
+
+def received_off_loopback(scope: Scope) -> bool:
+    """Whether the server received the request on a network address other than loopback.
+    ASGI servers report the listening socket's IP (uvicorn, hypercorn, gunicorn's workers);
+    ``None`` is a Unix socket, and a name instead of an IP comes only from in-process
+    transports (httpx's ASGITransport): neither is a network address."""
+    server = scope.get("server")
+    if not server:
+        return False
+    host = str(server[0]).strip("[]").split("%", 1)[0]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not is_loopback(host)
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -73,6 +92,19 @@ class AuthMiddleware:
         state: dict[str, Any] = scope.setdefault("state", {})
         request_id = state.get("request_id")
         if not self.enabled:
+            if received_off_loopback(scope):
+                await self._refuse(
+                    scope,
+                    receive,
+                    send,
+                    401,
+                    "api-key-required",
+                    "API key required",
+                    "authentication is off only on loopback and this request reached the "
+                    f"server on {scope['server'][0]}; turn authentication on (AUTH__MODE=on) "
+                    "to serve other addresses",
+                )
+                return
             state["actor"] = Actor(tenant_id=self.default_tenant, request_id=request_id)
             await self.app(scope, receive, send)
             return

@@ -55,14 +55,24 @@ def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
-def auth_required(settings: Settings) -> bool:
+def auth_required(settings: Settings, *, built_by_asgi_server: bool = False) -> bool:
+    """Whether /v1 requests need a key. ``auto`` is off on a loopback host with no bootstrap key,
+    as the settings say. ``built_by_asgi_server``: an ASGI server built the app from the
+    environment (``create_app()`` with no settings, as ``uvicorn --factory`` and gunicorn do);
+    HOST then says nothing about where it listens, so ``auto`` is off only when our own
+    ``session-memory serve`` started that server on loopback (``SERVE__VIA_CLI``)."""
     mode = settings.auth.mode
     if mode == "auto":
+        if built_by_asgi_server and not settings.serve.via_cli:
+            return True
         return not is_loopback(settings.host) or settings.auth.bootstrap_key is not None
     return mode == "on"
 
