@@ -792,11 +792,30 @@ InnerBlocks = list[
 ]
 
 
+class AnthropicBase64Source(_Open):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class AnthropicUrlSource(_Open):
+    type: Literal["url"]
+    url: str = Field(min_length=1)
+
+
+class AnthropicFileSource(_Open):
+    type: Literal["file"]
+    file_id: str = Field(min_length=1)
+
+
 class AnthropicImageBlock(_Open):
     """An image: `source` base64 (`media_type`, `data`), `url` or `file` (`file_id`)."""
 
     type: Literal["image"]
-    source: JsonValue = Field(description="`{type: base64|url|file, ...}`")
+    source: Annotated[
+        AnthropicBase64Source | AnthropicUrlSource | AnthropicFileSource,
+        Field(discriminator="type"),
+    ]
     cache_control: JsonValue = _data("`{type: ephemeral, ttl?}`")
 
 

@@ -120,7 +120,14 @@ def _content_part(block: dict[str, Any], loc: list[str | int], problems: Problem
             return None
         return TextPart(text=block["text"])
     if kind == "image":
-        return _image(block)
+        image = _image(block)
+        if type(image) is OtherPart:
+            problems.add(
+                [*loc, "source"],
+                "an image needs a source: base64 (media_type, data), url (url) or file (file_id)",
+            )
+            return None
+        return image
     return OtherPart.of(block)
 
 
