@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
+from app.api.deps import (
+    ActorDep,
+    IdempotencyKeyHeader,
+    IfMatchHeader,
+    RuntimeDep,
+    actor_of,
+    expected_version,
+    idempotency_of,
+    runtime_of,
+)
 from app.api.encoding import dumps, items_dicts, rendered_page
 from app.api.problems import problem_responses
 from app.api.responses import json_response
@@ -45,21 +54,24 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
 )
 async def append_items(
+    request: Request,
     session_id: AppendSessionId,
     body: ItemsAppend,
-    rt: RuntimeDep,
-    actor: ActorDep,
-    if_match: IfMatchDep,
-    idem: IdempotencyDep,
+    if_match: IfMatchHeader = None,
+    idempotency_key: IdempotencyKeyHeader = None,
     create: Annotated[bool, Query(description="Create the session if it does not exist")] = False,
 ) -> Response:
+    # Every agent's hot path: the request's parts are read here, not through Depends
+    # (see app.api.deps).
+    version = expected_version(if_match)
+    idem = idempotency_of(request, idempotency_key, await request.body())
     batch = service.ingest_batch(body.format, body.items, system=body.system)
     encoded = await service.append_items(
-        rt,
-        actor,
+        runtime_of(request),
+        actor_of(request),
         session_id,
         batch=batch,
-        if_match=if_match,
+        if_match=version,
         create=create,
         idempotency=idem,
         encode=_encode_append,
