@@ -249,6 +249,58 @@ def _transfer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retention(args: argparse.Namespace) -> int:
+    """tenants erase / tenants storage / sweep: straight to the database, any tenant."""
+    from app.locks import build_locks
+    from app.services import retention
+    from app.services.runtime import Actor, Runtime
+
+    settings = get_settings()
+    if settings.auto_migrate:
+        from app.store.migrate import upgrade
+
+        upgrade(settings.database_url)
+    command = getattr(args, "tenants_command", None) or args.command
+    if command == "erase" and not args.yes:
+        raise CliError(f"erasing tenant {args.tenant_id!r} cannot be undone: add --yes")
+
+    async def job(store: Store) -> dict[str, object]:
+        locks = build_locks(
+            settings.redis_url,
+            wait_seconds=settings.lock.wait_seconds,
+            ttl_seconds=settings.lock.ttl_seconds,
+            socket_timeout=settings.lock.redis_timeout_seconds,
+        )
+        rt = Runtime(settings=settings, store=store, locks=locks)
+        try:
+            if command == "erase":
+                erased = await retention.erase_tenant(
+                    rt, args.tenant_id, key_id=None, key_name="cli"
+                )
+                return {
+                    "tenant_id": args.tenant_id,
+                    "sessions": erased.sessions,
+                    "row_counts": erased.row_counts,
+                    "erasure_id": erased.erasure_id,
+                }
+            if command == "storage":
+                actor = Actor(tenant_id=args.tenant_id, key_name="cli")
+                return await retention.tenant_storage(rt, actor, args.tenant_id)
+            report = await retention.run_sweep(rt, claim=False)
+            return {
+                "sessions_expired": report.sessions_expired,
+                "sessions_pruned": report.sessions_pruned,
+                "rows": report.erased.rows,
+                "bytes": report.erased.bytes,
+                "seconds": round(report.seconds, 3),
+            }
+        finally:
+            await locks.close()
+
+    print(json.dumps(asyncio.run(_with_store(settings, job))))
+    return 0
+
+
 def _read_document(path: str) -> dict[str, object]:
     """The document to import, from a file or standard input (``-``)."""
     name = "standard input" if path == "-" else path
@@ -331,6 +383,20 @@ def build_parser() -> argparse.ArgumentParser:
     import_.add_argument("--tenant", default="default")
     import_.add_argument("--no-create", action="store_true", help="fail if the session is missing")
     import_.set_defaults(func=_transfer)
+
+    tenants = sub.add_parser("tenants", help="erase a tenant or see its storage (retention)")
+    tenants_sub = tenants.add_subparsers(dest="tenants_command", required=True)
+    erase = tenants_sub.add_parser(
+        "erase", help="erase every session, key and record of a tenant (irreversible)"
+    )
+    erase.add_argument("tenant_id")
+    erase.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    storage = tenants_sub.add_parser("storage", help="rows and bytes a tenant stores (JSON)")
+    storage.add_argument("tenant_id")
+    tenants.set_defaults(func=_retention)
+
+    sweep = sub.add_parser("sweep", help="run the retention sweep once, now (JSON report)")
+    sweep.set_defaults(func=_retention)
     return parser
 
 

@@ -27,10 +27,13 @@ from app.api.routes import (
     search,
     sessions,
     snapshots,
+    ui,
+    whoami,
 )
 from app.api.schemas import JSON_VALUE_SCHEMA
 from app.domain.tokens import DEFAULT_TOKENIZER, get_encoding
 from app.locks import build_locks
+from app.mcp import McpEndpoint
 from app.services.auto_compaction import start_compaction, stop_compaction
 from app.services.housekeeping import start_housekeeping, stop_housekeeping
 from app.services.keys import KeyResolver, auth_required, startup_problem
@@ -53,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     refused = startup_problem(settings)
     if refused:
         raise RuntimeError(refused)
+    mcp_endpoint = McpEndpoint(max_body_bytes=settings.limits.max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,7 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.key_resolver = KeyResolver(store, settings.auth)
         instrument(app, app.state.runtime)
         try:
-            yield
+            async with mcp_endpoint.running():  # the MCP transport's own lifespan
+                yield
         finally:
             await stop_housekeeping(housekeeping)
             await stop_compaction(app.state.runtime)
@@ -90,6 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        # /docs and /redoc are served by app.api.routes.ui from packaged assets (no CDN).
+        docs_url=None,
+        redoc_url=None,
     )
     install_problem_handlers(app)
     app.state.auth_required = auth_required(settings, built_by_asgi_server=built_by_asgi_server)
@@ -105,6 +113,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(admin.router)
+    app.include_router(admin.tenants_router)
+    mcp_endpoint.mount(app)  # /mcp: app.mcp, not in the OpenAPI document
+    app.include_router(whoami.router)
+    app.include_router(ui.router)
     app.add_middleware(JsonGuardMiddleware, max_depth=settings.limits.max_json_depth)
     app.add_middleware(
         AuthMiddleware,

@@ -15,6 +15,8 @@ hook                        arguments                                   function
 ``items_appended``          ``count: int`` (one stored batch)           ``observe_append``
 ``context_projected``       ``tokens: int`` (one projected context)     ``observe_projection``
 ``compaction_finished``     ``seconds: float, failed: bool``            ``observe_compaction``
+``retention_swept``         ``report: SweepReport`` (one sweep run)     ``observe_sweep``
+``tenant_erased``           ``sessions: int, counts: ErasedCounts``     ``observe_tenant_erased``
 ==========================  ==========================================  ======================
 
 Several worker processes (``serve --workers N``): when ``PROMETHEUS_MULTIPROC_DIR`` is set
@@ -40,7 +42,9 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
+    from app.domain.retention import ErasedCounts
     from app.locks import LocalLocks, RedisLocks
+    from app.services.retention import SweepReport
     from app.services.runtime import Runtime
 
 UNMATCHED_ROUTE = "unmatched"
@@ -120,8 +124,45 @@ COMPACTION_FAILURES = Counter(
     "Compactions that failed (nothing was changed)",
 )
 
+SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+# what the retention sweep and the erasures count, by kind: the tables of a session, and the
+# parts of history pruned from live ones
+ERASED_KINDS = (
+    "sessions",
+    "items",
+    "events",
+    "snapshots",
+    "compactions",
+    "idempotency_keys",
+    "archive",
+    "api_keys",
+)
+RETENTION_ROWS_ERASED = Counter(
+    "session_memory_retention_rows_erased",
+    "Rows erased by the retention sweep and tenant erasures, by kind (archive, events, "
+    "snapshots: pruned from live sessions; the others: whole sessions erased)",
+    ["kind"],
+)
+RETENTION_BYTES_ERASED = Counter(
+    "session_memory_retention_bytes_erased",
+    "Bytes of stored text and JSON erased by the retention sweep and tenant erasures, by kind",
+    ["kind"],
+)
+RETENTION_SWEEP_DURATION = Histogram(
+    "session_memory_retention_sweep_duration_seconds",
+    "Duration of the retention sweep runs this process made",
+    buckets=SWEEP_BUCKETS,
+)
+SESSIONS_EXPIRED = Counter(
+    "session_memory_sessions_expired",
+    "Expired sessions the retention sweep erased",
+)
+
 for _outcome in ("acquired", "timeout"):
     LOCK_WAIT.labels(outcome=_outcome)
+for _kind in ERASED_KINDS:
+    RETENTION_ROWS_ERASED.labels(kind=_kind)
+    RETENTION_BYTES_ERASED.labels(kind=_kind)
 
 
 def multiprocess_mode() -> bool:
@@ -153,10 +194,28 @@ def observe_compaction(seconds: float, failed: bool) -> None:
         COMPACTION_FAILURES.inc()
 
 
+def _observe_erased(counts: ErasedCounts) -> None:
+    for kind, rows in counts.rows.items():
+        RETENTION_ROWS_ERASED.labels(kind=kind).inc(rows)
+        RETENTION_BYTES_ERASED.labels(kind=kind).inc(counts.bytes.get(kind, 0))
+
+
+def observe_sweep(report: SweepReport) -> None:
+    RETENTION_SWEEP_DURATION.observe(report.seconds)
+    SESSIONS_EXPIRED.inc(report.sessions_expired)
+    _observe_erased(report.erased)
+
+
+def observe_tenant_erased(sessions: int, counts: ErasedCounts) -> None:
+    _observe_erased(counts)
+
+
 HOOKS = {
     "items_appended": observe_append,
     "context_projected": observe_projection,
     "compaction_finished": observe_compaction,
+    "retention_swept": observe_sweep,
+    "tenant_erased": observe_tenant_erased,
 }
 
 

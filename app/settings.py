@@ -96,6 +96,34 @@ class AutoCompactSettings(BaseModel):
     max_backoff_seconds: float = Field(1800.0, gt=0)
 
 
+class RetentionSettings(BaseModel):
+    """Server defaults for retention (docs/retention.md); a session's ``config`` may override
+    each. ``None``: kept for ever (the default)."""
+
+    session_ttl_seconds: int | None = Field(
+        None, ge=1, description="a session idle this long expires and is erased (None: never)"
+    )
+    history_seconds: int | None = Field(
+        None, ge=1, description="archived items older than this are erased (None: kept)"
+    )
+    keep_snapshots: int | None = Field(
+        None, ge=0, description="snapshots kept per session, newest first (None: all)"
+    )
+    events_seconds: int | None = Field(
+        None, ge=1, description="events older than this are erased (None: kept)"
+    )
+    sweep_interval_seconds: float = Field(
+        60.0, gt=0, description="how often the retention sweep runs (once across replicas)"
+    )
+    sweep_batch_rows: int = Field(
+        500, ge=1, description="rows erased per sweep transaction at most (keeps them short)"
+    )
+    sweep_enabled: bool = Field(
+        True,
+        description="off: no background sweep (expired sessions still answer 404 at once)",
+    )
+
+
 class ServeSettings(BaseModel):
     """Internal: how the process was started, not an operator setting."""
 
@@ -145,6 +173,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     auto_compact: AutoCompactSettings = Field(default_factory=AutoCompactSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
 
     @field_validator("database_url")

@@ -1,5 +1,6 @@
 """Schemathesis over the committed ``openapi/openapi.json`` against real `session-memory serve`
-processes (SQLite + in-process lock, and Postgres + Redis), with auth on.
+processes (SQLite + in-process lock, and Postgres + Redis), with auth on, each deployed twice:
+with an LLM endpoint and without one (then `policy: llm` is a declared 403, never a 5xx).
 
 Every operation gets generated valid (positive) and invalid (negative) requests; every response
 goes through all of schemathesis' checks (no 5xx, status codes, content types, headers and
@@ -7,7 +8,7 @@ bodies as declared, invalid input rejected, valid input accepted, auth not ignor
 it finds is fixed in the app or the spec, never excluded here.
 
 Budget: ``FUZZ_EXAMPLES`` (default 24) examples per operation and mode, on each backend, so
-about 2 x 2 x 27 x 24 > 2,000 cases in all; the test asserts the total it actually ran.
+about 2 x 2 x 27 x 24 > 2,000 cases per deployment; the test asserts the total it actually ran.
 """
 
 from __future__ import annotations
@@ -38,30 +39,34 @@ MIN_CASES_PER_BACKEND = 1000
 
 @pytest.fixture(scope="module")
 def fake_llm() -> Iterator[FakeLLMServer]:
-    """The servers are deployed with an LLM endpoint (a real local stand-in), so `policy: llm`
-    is exercised end to end; without one it is a 422 `llm-not-configured`, a deployment state
-    tested in tests/api/test_compaction.py."""
+    """An LLM endpoint (a real local stand-in), so `policy: llm` is exercised end to end."""
     with FakeLLMServer() as server:
         yield server
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+DEPLOYMENTS = [("sqlite", "llm"), ("postgres", "llm"), ("sqlite", "no-llm"), ("postgres", "no-llm")]
+
+
+@pytest.fixture(scope="module", params=DEPLOYMENTS, ids=["-".join(d) for d in DEPLOYMENTS])
 def live_server(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
-    fake_llm: FakeLLMServer,
 ) -> Iterator[tuple[str, ServerProcess]]:
-    backend = str(request.param)
-    tmp = tmp_path_factory.mktemp(f"fuzz-{backend}")
+    backend, llm = request.param
+    tmp = tmp_path_factory.mktemp(f"fuzz-{backend}-{llm}")
     env = {
         "AUTH__BOOTSTRAP_KEY": KEY,
         "AUTH__BOOTSTRAP_TENANT": "fuzz",
         "LOG_LEVEL": "warning",
         "LOCK__WAIT_SECONDS": "2",
-        "LLM__BASE_URL": fake_llm.base_url,
-        "LLM__MODEL": "fake-model",
-        "LLM__RETRIES": "0",
     }
+    if llm == "llm":
+        fake_llm: FakeLLMServer = request.getfixturevalue("fake_llm")
+        env |= {
+            "LLM__BASE_URL": fake_llm.base_url,
+            "LLM__MODEL": "fake-model",
+            "LLM__RETRIES": "0",
+        }
     if backend == "sqlite":
         env |= {"DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'fuzz.db'}"}
     else:
@@ -71,9 +76,9 @@ def live_server(
             "AUTO_MIGRATE": "false",
         }
     server = ServerProcess(env=env, log_path=tmp / "server.log")
-    server.start(timeout=60)
+    server.start(timeout=180)
     try:
-        yield backend, server
+        yield f"{backend} ({llm})", server
     finally:
         server.stop()
         log = (tmp / "server.log").read_text(errors="replace")
@@ -138,9 +143,9 @@ def _run_operation(
             _fresh_idempotency_key(case)
             _current_if_match(case, base_url, http)
         try:
-            case.call_and_validate(
-                base_url=base_url, session=http, headers={"Authorization": f"Bearer {KEY}"}
-            )
+            # The key comes from the config's auth (not a header forced onto every case), so
+            # a negative case that leaves the key out is sent without it, as schemathesis meant.
+            case.call_and_validate(base_url=base_url, session=http)
         except BaseException as exc:  # a FailureGroup: keep one report per kind of failure
             text = str(exc)
             kind = next((ln for ln in text.splitlines() if ln.startswith("- ")), text[:80])
@@ -153,13 +158,19 @@ def _run_operation(
     return count
 
 
+@pytest.mark.timeout(1200)  # ~2 minutes on a quiet machine; far more on a loaded one
 def test_the_committed_spec_holds_against_a_live_server(
     live_server: tuple[str, ServerProcess],
 ) -> None:
     backend, server = live_server
     # Strings carry no NUL: neither Postgres text nor JSONB can hold one, and the service
     # refuses it on every backend (tests/api/test_hostile_input.py); the fuzzer is told so.
-    config = schemathesis.Config.from_dict({"generation": {"allow-x00": False}})
+    config = schemathesis.Config.from_dict(
+        {
+            "generation": {"allow-x00": False},
+            "auth": {"openapi": {"bearerAuth": {"bearer": KEY}}},
+        }
+    )
     schema = schemathesis.openapi.from_path(str(Path(SPEC)), config=config)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 20

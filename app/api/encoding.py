@@ -29,6 +29,7 @@ def session_dict(state: SessionState) -> dict[str, Any]:
         "last_seq": state.last_seq,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
+        "expires_at": state.expires_at,
     }
 
 

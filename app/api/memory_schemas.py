@@ -32,6 +32,7 @@ from app.api.schemas import (
     StoredFunctionCallOutput,
     StoredMessage,
     StoredReasoning,
+    StrictBody,
 )
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
 from app.domain.items import CORE_TYPES
@@ -40,8 +41,7 @@ from app.domain.snapshots import SnapshotDocument
 __all__ = ["SnapshotDocument"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = StrictBody
 
 
 class SnapshotCreate(_Strict):
@@ -133,7 +133,7 @@ class SnapshotDocumentIn(_Strict):
     version: Annotated[int, Field(ge=-(2**63), le=2**64 - 1)] | None = Field(
         None, description="Informative"
     )
-    created_at: datetime | None = None
+    created_at: datetime | None = Field(None, strict=False)  # an ISO 8601 string in JSON
     summary: str | None = None
     last_compaction: dict[str, JsonValue] | None = None
     config: SessionConfig = Field(default_factory=SessionConfig)
@@ -218,7 +218,9 @@ class EventRead(BaseModel):
     type: str = Field(
         examples=["appended"],
         description="created, updated, config_updated, appended, popped, cleared, compacted, "
-        "compaction_failed, snapshot_created, snapshot_deleted, restored, forked",
+        "compaction_failed, snapshot_created, snapshot_deleted, restored, forked, "
+        "history_pruned (retention erased archived items, events or snapshots; `data` says "
+        "how many and which seqs)",
     )
     version: int = Field(description="The session version this operation produced")
     request_id: str | None

@@ -85,6 +85,7 @@ _REPORT = {
     "dropped_ranges": [],
     "notes": [],
     "tokenizer": "o200k_base",
+    "stable_prefix": 0,
 }
 
 _CONTEXT = {
@@ -447,6 +448,35 @@ TAGS: list[dict[str, str]] = [
     {"name": "operations", "description": "Liveness and readiness probes"},
 ]
 
+# GET /v1/whoami (app.api.routes.whoami): what the caller's key may do.
+TAGS.append({"name": "auth", "description": "Who the caller is: tenant, key and scopes"})
+RESPONSES["whoami"] = (
+    "200",
+    {
+        "auth": "on",
+        "tenant_id": "acme",
+        "key_id": "smk_0123456789ab",
+        "key_name": "coder-agent",
+        "scopes": ["read", "write"],
+        "session_prefix": None,
+    },
+)
+
+# (operationId, status) -> the problem an operation gives for that status when it is not the
+# status's typical kind above.
+OPERATION_PROBLEMS: dict[tuple[str, str], dict[str, Any]] = {
+    ("updateSession", "409"): {
+        **_problem(
+            409,
+            "transaction-conflict",
+            "Conflict with a concurrent transaction",
+            "the database aborted the update to resolve a conflict with a concurrent "
+            "transaction; nothing was written: send it again",
+        ),
+        "instance": "/v1/sessions/agent-42",
+    },
+}
+
 
 def add_examples(schema: dict[str, Any]) -> None:
     """Puts the examples and the tag descriptions into an OpenAPI document in place (never
@@ -475,7 +505,9 @@ def add_examples(schema: dict[str, Any]) -> None:
                 content = response.get("content", {})
                 media = content.get(PROBLEM_MEDIA_TYPE)
                 if media is not None and status in PROBLEMS and "example" not in media:
-                    example = copy.deepcopy(PROBLEMS[status])
+                    example = copy.deepcopy(
+                        OPERATION_PROBLEMS.get((op_id, status), PROBLEMS[status])
+                    )
                     response["content"] = {
                         **content,
                         PROBLEM_MEDIA_TYPE: {**media, "example": example},
@@ -497,3 +529,30 @@ def declare_examples(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+# Retention and erasure (app.api.routes.admin, docs/retention.md).
+_USAGE = {"rows": 4, "bytes": 1830}
+RESPONSES["eraseTenant"] = (
+    "200",
+    {
+        "tenant_id": "acme",
+        "sessions": 2,
+        "row_counts": {"api_keys": 1, "events": 9, "items": 7, "sessions": 2},
+        "erasure_id": "era_0123456789abcdef01234567",
+    },
+)
+RESPONSES["getTenantStorage"] = (
+    "200",
+    {
+        "tenant_id": "acme",
+        "storage": {
+            "working_memory": _USAGE,
+            "archive": {"rows": 12, "bytes": 5120},
+            "snapshots": {"rows": 1, "bytes": 2048},
+            "events": {"rows": 19, "bytes": 1400},
+            "total": {"rows": 36, "bytes": 10398},
+            "sessions": 2,
+        },
+    },
+)

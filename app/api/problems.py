@@ -30,9 +30,10 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
     (e.InvalidInput, 422),
     (e.IdempotencyKeyReused, 422),
     (e.Unavailable, 503),
-    # Not temporary (no retry helps until an operator configures an endpoint) and not the
-    # session's state: the request asks for what this deployment cannot do.
-    (e.LLMNotConfigured, 422),
+    # Not temporary (no retry helps until an operator configures an endpoint), not the
+    # session's state, and not a malformed request (the spec offers `llm` to every client):
+    # this deployment refuses what the request asks for.
+    (e.LLMNotConfigured, 403),
     (e.UpstreamFailed, 502),
 ]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -14,6 +15,9 @@ from pydantic import (
     JsonValue,
     Tag,
     TypeAdapter,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
@@ -30,6 +34,7 @@ from app.domain.items import (
     item_tag,
 )
 from app.domain.projection import Budget
+from app.domain.retention import MAX_RETENTION_SECONDS, RetentionConfig
 
 FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
 
@@ -40,16 +45,93 @@ FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic"
 JSON_VALUE_SCHEMA: dict[str, Any] = {"description": "Any JSON value"}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _takes_int(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    if get_origin(annotation) is Annotated:
+        return _takes_int(get_args(annotation)[0])
+    return get_origin(annotation) in (Union, UnionType) and any(
+        _takes_int(arg) for arg in get_args(annotation)
+    )
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) is Annotated:
+        return _models_in(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    return []
+
+
+def whole_numbers(model: type[BaseModel], data: Any) -> Any:
+    """``data`` with each whole float given to an integer field of ``model`` (nested models
+    too) as an int. JSON Schema counts ``5.0`` as an integer, and strict validation would
+    refuse it; every other coercion stays refused. Fields of any JSON value are left as sent."""
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] | None = None
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        if key not in data:
+            continue
+        value = new = data[key]
+        if isinstance(value, float) and value.is_integer() and _takes_int(field.annotation):
+            new = int(value)
+        elif isinstance(value, dict):
+            for nested in _models_in(field.annotation)[:1]:
+                new = whole_numbers(nested, value)
+        if new is not value:
+            out = dict(data) if out is None else out
+            out[key] = new
+    return data if out is None else out
+
+
+class StrictBody(BaseModel):
+    """A request body: exactly the declared fields, each of its declared JSON type (no `0`
+    for false, no `"5"` for 5: clients in other languages rely on the declared types)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        return whole_numbers(cls, data)
+
+
+_Strict = StrictBody
+
+
+def strictly(model: type[BaseModel]) -> WrapValidator:
+    """A nested model (a domain model with its own, lax config) validated strictly too."""
+
+    def validate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if isinstance(value, dict):
+            return model.model_validate(whole_numbers(model, value), strict=True)
+        return handler(value)
+
+    return WrapValidator(validate)
 
 
 class SessionConfig(_Strict):
     """A session's config: exactly these keys, each validated as the service will use it."""
 
-    context: Budget | None = Field(None, description="Projection defaults (a budget)")
-    auto_compact: AutoCompactConfig | None = Field(
+    context: Annotated[Budget, strictly(Budget)] | None = Field(
+        None, description="Projection defaults (a budget)"
+    )
+    auto_compact: Annotated[AutoCompactConfig, strictly(AutoCompactConfig)] | None = Field(
         None, description="Background compaction: policy and trigger"
+    )
+    ttl_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RETENTION_SECONDS,
+        description="Expire the session this long after its last write (absent: the server's "
+        "RETENTION__SESSION_TTL_SECONDS, by default never); an expired session is erased",
+    )
+    retention: Annotated[RetentionConfig, strictly(RetentionConfig)] | None = Field(
+        None, description="How long the archive, snapshots and events are kept"
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +162,19 @@ class SessionUpdate(_Strict):
     summary: str | None = None
 
 
+class StorageUsage(BaseModel):
+    rows: int
+    bytes: int = Field(description="Bytes of the stored texts and JSON (not of indexes)")
+
+
+class SessionStorage(BaseModel):
+    working_memory: StorageUsage = Field(description="Live items")
+    archive: StorageUsage = Field(description="Archived items: compacted, popped, cleared, ...")
+    snapshots: StorageUsage
+    events: StorageUsage
+    total: StorageUsage
+
+
 class SessionRead(BaseModel):
     id: str
     version: int = Field(description="Increases with every write; also the ETag")
@@ -92,6 +187,12 @@ class SessionRead(BaseModel):
     last_seq: int = Field(description="Highest seq ever used in this session")
     created_at: datetime
     updated_at: datetime
+    expires_at: datetime | None = Field(
+        None, description="When the session expires unless written to again (null: never)"
+    )
+    storage: SessionStorage | None = Field(
+        None, description="What the session stores (in `GET /v1/sessions/{id}` only)"
+    )
 
 
 class SessionList(BaseModel):
@@ -191,6 +292,48 @@ ItemRead = Annotated[
     | Annotated[StoredReasoning, Tag("reasoning")]
     | Annotated[StoredOpaque, Tag("opaque")],
     Discriminator(item_tag),
+]
+
+
+class ContextSummaryMessage(BaseModel):
+    """The session's summary, first in a canonical context: a system message without the
+    envelope fields (it is not a stored item)."""
+
+    model_config = ConfigDict(extra="forbid", title="ContextSummaryMessage")
+
+    type: Literal["message"]
+    role: Literal["system"]
+    content: str
+
+
+class ContextPlaceholderOutput(BaseModel):
+    """The synthetic output of a call whose result is missing (`dangling_tool_calls:
+    placeholder`), without the envelope fields (it is not a stored item)."""
+
+    model_config = ConfigDict(extra="forbid", title="ContextPlaceholderOutput")
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str
+
+
+def _context_item_tag(value: Any) -> str:
+    if isinstance(value, dict) and "seq" not in value:
+        return "summary" if value.get("type") == "message" else "placeholder"
+    return item_tag(value)
+
+
+# A canonical context's entries: stored items (changed bodies keep their envelope), the
+# summary first, placeholder outputs where a call's result is missing.
+ContextItemRead = Annotated[
+    Annotated[StoredMessage, Tag("message")]
+    | Annotated[StoredFunctionCall, Tag("function_call")]
+    | Annotated[StoredFunctionCallOutput, Tag("function_call_output")]
+    | Annotated[StoredReasoning, Tag("reasoning")]
+    | Annotated[StoredOpaque, Tag("opaque")]
+    | Annotated[ContextSummaryMessage, Tag("summary")]
+    | Annotated[ContextPlaceholderOutput, Tag("placeholder")],
+    Discriminator(_context_item_tag),
 ]
 
 

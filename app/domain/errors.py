@@ -119,9 +119,10 @@ class LimitExceeded(InvalidInput):
 class LLMNotConfigured(DomainError):
     """The ``llm`` compaction policy was asked for, but this server has no LLM endpoint.
 
-    A well-formed request this deployment cannot process (422: waiting or retrying does not
+    A well-formed, valid request this deployment refuses (403: waiting or retrying does not
     help until an operator sets ``LLM__BASE_URL``; the client can choose the ``structured`` or
-    ``window`` policy instead). Not a 409: the session's state is not at fault."""
+    ``window`` policy instead). Not a 422: the request is valid by the published schema, which
+    cannot know how a server is deployed. Not a 409: the session's state is not at fault."""
 
     code = "llm-not-configured"
     title = "No LLM endpoint is configured"

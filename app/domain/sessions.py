@@ -11,8 +11,9 @@ from pydantic import JsonValue
 from app.domain.compaction.auto import parse_auto_compact
 from app.domain.errors import InvalidInput
 from app.domain.ids import SESSION_ID_RULE, is_valid_session_id
+from app.domain.retention import check_ttl, parse_retention
 
-CONFIG_KEYS = ("context", "auto_compact")
+CONFIG_KEYS = ("context", "auto_compact", "ttl_seconds", "retention")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,10 @@ class SessionState:
     last_compaction: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    # retention (app.domain.retention): the TTL in force at the last write, and when the
+    # session expires unless written to again (None: never)
+    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
 
 
 def check_session_id(value: str) -> str:
@@ -55,11 +60,14 @@ def check_config(config: dict[str, Any]) -> dict[str, Any]:
                 for key in unknown
             ],
         )
-    for key in CONFIG_KEYS:
+    for key in ("context", "auto_compact", "retention"):
         if key in config and config[key] is not None and not isinstance(config[key], dict):
             raise InvalidInput(
                 "invalid config", errors=[{"loc": ["config", key], "msg": "must be an object"}]
             )
     if config.get("auto_compact") is not None:
         parse_auto_compact(config["auto_compact"])
+    check_ttl(config.get("ttl_seconds"))
+    if config.get("retention") is not None:
+        parse_retention(config["retention"])
     return config

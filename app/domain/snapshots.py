@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
 from app.domain.errors import DuplicateItemId, InvalidInput
 from app.domain.formats import FORMAT_NAMES, decode
@@ -81,6 +89,14 @@ class SnapshotDocument(BaseModel):
         description="Working memory, oldest first: canonical items with `id`, `pinned`, "
         "`metadata` (`seq`, `tokens`, `chars`, `created_at` informative)"
     )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _a_json_integer(cls, value: Any) -> Any:
+        # as declared: a number (5 or 5.0), never true or "5"
+        if isinstance(value, bool | str):
+            raise ValueError("must be an integer")
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +232,12 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
         # The projection defaults are read as a Budget on every context request: check them
         # here, as a session create or update does, so a restored config can always be used.
         try:
-            Budget.model_validate(config["context"])
+            # as declared: no coercion (but 5.0 is an integer in JSON)
+            context = {
+                k: int(v) if isinstance(v, float) and v.is_integer() else v
+                for k, v in config["context"].items()
+            }
+            Budget.model_validate(context, strict=True)
         except ValidationError as exc:
             errors.extend(
                 {"loc": ["config", "context", *e["loc"]], "msg": e["msg"], "type": e["type"]}

@@ -16,8 +16,9 @@ from app import jsonutil
 from app.domain.errors import InvalidInput, SessionNotFound, VersionMismatch
 from app.domain.ids import SESSION_ID_MAX
 from app.domain.items import NewItem, item_chars, new_item_id
+from app.domain.retention import is_expired
 from app.domain.sessions import SessionState, check_session_id
-from app.services.runtime import Actor, event
+from app.services.runtime import Actor, event, utcnow
 from app.store.events import EventRepository
 from app.store.sessions import Counters, SessionRepository
 
@@ -43,12 +44,17 @@ def new_session_id(actor: Actor) -> str:
     return check_session_id(candidate)
 
 
-async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
-    check_visible(actor, session_id)
-    state = await SessionRepository(db).get(actor.tenant_id, session_id)
-    if state is None:
+def found(state: SessionState | None, session_id: str) -> SessionState:
+    """``state``, unless there is none or it expired (swept or not: an expired session is
+    gone for every operation at once, app.domain.retention)."""
+    if state is None or is_expired(state.expires_at, utcnow()):
         raise SessionNotFound(f"session {session_id!r} not found")
     return state
+
+
+async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
+    check_visible(actor, session_id)
+    return found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
 
 
 async def load_current(
@@ -66,10 +72,9 @@ async def load_current(
 async def fail_write(
     db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
 ) -> None:
-    """Explain why a fenced update matched no row: missing session or stale version."""
-    state = await SessionRepository(db).get(actor.tenant_id, session_id)
-    if state is None:
-        raise SessionNotFound(f"session {session_id!r} not found")
+    """Explain why a fenced update matched no row: missing (or expired) session or stale
+    version."""
+    state = found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
     raise VersionMismatch(f"session is at version {state.version}, the request expected {if_match}")
 
 

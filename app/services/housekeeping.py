@@ -1,4 +1,5 @@
-"""Housekeeping: forget expired Idempotency-Keys, in the background of every server process.
+"""Housekeeping: forget expired Idempotency-Keys and run the retention sweep
+(``services.retention``), in the background of every server process.
 
 Each replica runs it; the deletes are idempotent and bounded (one short transaction per batch),
 so several replicas sweeping at once only share the work. Never raises into the server.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
 
+from app.services.retention import run_sweep
 from app.services.runtime import Runtime, utcnow
 from app.store.idempotency import IdempotencyRepository
 
@@ -40,10 +44,35 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         await asyncio.sleep(interval)
 
 
+async def _retention_forever(rt: Runtime, interval: float) -> None:
+    while True:
+        # Wake at the start of the next interval (not ``interval`` after the last run): every
+        # replica then asks for the same interval's claim at about the same time, one wins,
+        # and a sweep runs once per interval however long the last one took. The jitter
+        # spreads the claims of a fleet over a few milliseconds.
+        await asyncio.sleep(interval - time.time() % interval + random.uniform(0, interval / 50))
+        try:
+            report = await run_sweep(rt)
+            if report.ran and report.erased.total_rows:
+                log.info(
+                    "retention sweep erased %d rows (%d sessions expired) in %.3f s",
+                    report.erased.total_rows,
+                    report.sessions_expired,
+                    report.seconds,
+                )
+        except Exception:  # a failed sweep is retried at the next interval
+            log.exception("retention sweep failed")
+
+
+async def _all_forever(rt: Runtime) -> None:
+    loops = [_sweep_forever(rt, rt.settings.idempotency_purge_seconds)]
+    if rt.settings.retention.sweep_enabled:
+        loops.append(_retention_forever(rt, rt.settings.retention.sweep_interval_seconds))
+    await asyncio.gather(*loops)
+
+
 def start_housekeeping(rt: Runtime) -> asyncio.Task[None]:
-    return asyncio.create_task(
-        _sweep_forever(rt, rt.settings.idempotency_purge_seconds), name="housekeeping"
-    )
+    return asyncio.create_task(_all_forever(rt), name="housekeeping")
 
 
 async def stop_housekeeping(task: asyncio.Task[None]) -> None:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import IdempotencyKeyReused
+from app.domain.sessions import SessionState
 from app.locks import LocalLocks, RedisLocks
 from app.settings import Settings
 from app.store.db import Store
@@ -38,7 +39,6 @@ from app.store.idempotency import (
 from app.store.sessions import SessionRepository
 
 if TYPE_CHECKING:
-    from app.domain.sessions import SessionState
     from app.llm import LLMClient
 
 R = TypeVar("R")
@@ -175,6 +175,13 @@ class Runtime:
                 if stored:
                     return None, self.replayed(stored, idempotency, replay)
             result = await op(db, now)
+            default_ttl = self.settings.retention.session_ttl_seconds
+            if default_ttl is not None:  # a session without a TTL of its own gets the default
+                expires_at = await SessionRepository(db).apply_default_ttl(
+                    actor.tenant_id, session_id, ttl_seconds=default_ttl, now=now
+                )
+                if expires_at is not None and isinstance(result, SessionState):
+                    result = replace(result, ttl_seconds=default_ttl, expires_at=expires_at)  # type: ignore[assignment]
             encoded = encode(result)
             if repo is not None and scope is not None and idempotency is not None:
                 await repo.put(

@@ -3,16 +3,24 @@ session of the tenant the caller may see (its key's session prefix applies).
 
 A query is words; operators and punctuation are words too, never syntax. A query with no word
 in it (whitespace or punctuation only) matches nothing: an empty result, not an error. Only an
-empty ``q`` is refused (the API declares ``minLength: 1``)."""
+empty ``q`` is refused (the API declares ``minLength: 1``).
+
+Pages are keyset pages: a cursor names where the previous page ended (score, session id,
+seq), so a deep page costs what the first one does. A tenant-wide search ranks at most
+``TENANT_CANDIDATES`` matching items, so it stays bounded however large the tenant grows; one
+session's search ranks all of that session's matches."""
 
 from __future__ import annotations
 
+import math
+import re
+import struct
 from typing import Literal
 
 from app.domain.errors import InvalidInput
 from app.services.access import load_session
-from app.services.runtime import Actor, Runtime
-from app.store.search import SearchHit, SearchRepository
+from app.services.runtime import Actor, Runtime, utcnow
+from app.store.search import SearchHit, SearchKey, SearchRepository
 
 Scope = Literal["memory", "history"]
 MAX_QUERY_CHARS = 1000
@@ -33,12 +41,46 @@ def check_query(q: str) -> str:
     return text
 
 
-MAX_OFFSET = 10_000  # deepest page a cursor may ask for (the API's cursor pattern says so)
+# A tenant-wide search ranks at most this many matching items (the first the index yields):
+# its cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
+TENANT_CANDIDATES = 1000
+# A cursor: the last hit's score (the hex of its IEEE 754 double), seq and session id (the hex
+# of its UTF-8). Every string of this pattern is a position to continue from, so the
+# published pattern is exactly what is accepted.
+CURSOR_PATTERN = r"^[0-9a-f]{16}\.[0-9]{1,18}\.(?:[0-9a-f]{2}){0,1024}$"
+CURSOR_MAX_CHARS = 16 + 1 + 18 + 1 + 2048
+_CURSOR_RE = re.compile(CURSOR_PATTERN)
 
 
-def _page(hits: list[SearchHit], *, offset: int, limit: int) -> tuple[list[SearchHit], int | None]:
-    more = len(hits) > limit and offset + limit <= MAX_OFFSET
-    return hits[:limit], (offset + limit if more else None)
+def encode_cursor(key: SearchKey) -> str:
+    """The opaque cursor of a position (see ``CURSOR_PATTERN``)."""
+    score = struct.pack(">d", key.score).hex()
+    return f"{score}.{key.seq}.{key.session_id.encode().hex()}"
+
+
+def decode_cursor(cursor: str) -> SearchKey:
+    """The position a cursor names; ``InvalidInput`` (loc ``query.cursor``) when it does not
+    match ``CURSOR_PATTERN``."""
+    if not _CURSOR_RE.fullmatch(cursor):
+        raise InvalidInput(
+            "invalid cursor",
+            errors=[{"loc": ["query", "cursor"], "msg": "not a search cursor"}],
+        )
+    score_hex, seq, session_hex = cursor.split(".")
+    (score,) = struct.unpack(">d", bytes.fromhex(score_hex))
+    if math.isnan(score):
+        score = math.inf
+    # Bytes no cursor of ours holds still name a position (never a NUL: text cannot hold one).
+    session_id = bytes.fromhex(session_hex).decode("utf-8", "replace").replace("\x00", "\ufffd")
+    return SearchKey(score=score, session_id=session_id, seq=int(seq))
+
+
+def _page(hits: list[SearchHit], *, limit: int) -> tuple[list[SearchHit], str | None]:
+    if len(hits) <= limit:
+        return hits, None
+    last = hits[limit - 1]
+    key = SearchKey(score=last.score, session_id=last.session_id, seq=last.item.seq)
+    return hits[:limit], encode_cursor(key)
 
 
 async def search_session(
@@ -49,11 +91,12 @@ async def search_session(
     q: str,
     scope: Scope,
     limit: int,
-    offset: int = 0,
-) -> tuple[list[SearchHit], int | None]:
+    cursor: str | None = None,
+) -> tuple[list[SearchHit], str | None]:
     """Ranked hits in one session (``memory``: working memory; ``history``: every item ever
-    appended) and the offset of the next page (None at the end)."""
+    appended) and the cursor of the next page (None at the end)."""
     text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
     async with rt.store.read() as db:
         await load_session(db, actor, session_id)
         if not text:
@@ -64,16 +107,18 @@ async def search_session(
             session_id=session_id,
             include_archived=scope == "history",
             limit=limit + 1,
-            offset=offset,
+            after=after,
         )
-    return _page(hits, offset=offset, limit=limit)
+    return _page(hits, limit=limit)
 
 
 async def search_all(
-    rt: Runtime, actor: Actor, *, q: str, scope: Scope, limit: int, offset: int = 0
-) -> tuple[list[SearchHit], int | None]:
-    """Ranked hits across the tenant's sessions visible to the caller."""
+    rt: Runtime, actor: Actor, *, q: str, scope: Scope, limit: int, cursor: str | None = None
+) -> tuple[list[SearchHit], str | None]:
+    """Ranked hits across the tenant's sessions visible to the caller, among at most
+    ``TENANT_CANDIDATES`` matching items, and the cursor of the next page."""
     text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
     if not text:
         return [], None
     async with rt.store.read() as db:
@@ -83,6 +128,8 @@ async def search_all(
             session_prefix=actor.session_prefix,
             include_archived=scope == "history",
             limit=limit + 1,
-            offset=offset,
+            after=after,
+            candidates=TENANT_CANDIDATES,
+            live_at=utcnow(),  # an expired session's items are gone already, swept or not
         )
-    return _page(hits, offset=offset, limit=limit)
+    return _page(hits, limit=limit)

@@ -18,7 +18,8 @@ from app.services.access import (
     new_session_id,
     record_write,
 )
-from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event
+from app.services.retention import erase_session_now
+from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime, event, utcnow
 from app.store.events import EventRepository
 from app.store.sessions import SessionRepository
 
@@ -105,7 +106,7 @@ async def list_sessions(
             return [], None
     async with rt.store.read() as db:
         rows = await SessionRepository(db).list(
-            actor.tenant_id, after_id=after_id, limit=limit + 1, prefix=prefix
+            actor.tenant_id, after_id=after_id, limit=limit + 1, prefix=prefix, live_at=utcnow()
         )
     next_after = rows[limit - 1].id if len(rows) > limit else None
     return rows[:limit], next_after
@@ -162,6 +163,6 @@ async def delete_session(
 
     async def op(db: AsyncConnection, now: datetime) -> None:
         await load_current(db, actor, session_id, if_match)
-        await SessionRepository(db).delete_everything(actor.tenant_id, session_id)
+        await erase_session_now(rt, actor, session_id, now=now, db=db)
 
     await rt.run_write(actor, session_id, op=op, encode=lambda _: Encoded(204, ""))

@@ -12,6 +12,7 @@ from typing import Any
 
 from app import jsonutil
 from app.domain.errors import SessionExists
+from app.domain.snapshots import parse_document
 from app.services import snapshots
 from app.services.runtime import Actor, Encoded, Runtime
 from app.services.sessions import SessionCreateCommand, create_session
@@ -37,7 +38,10 @@ async def export_session(
 async def import_session(
     rt: Runtime, actor: Actor, session_id: str, document: dict[str, Any], *, create: bool
 ) -> dict[str, Any]:
-    """Restore ``document`` into the session (created first when ``create`` and missing)."""
+    """Restore ``document`` into the session (created first when ``create`` and missing).
+
+    The document is checked before anything is written: a bad one creates no session."""
+    snapshots.prepare(rt, parse_document(document))  # raises InvalidInput / LimitExceeded
     if create:
         try:
             await create_session(

@@ -51,9 +51,11 @@ WITH s AS (
         item_count = item_count + CAST(:n AS BIGINT),
         token_count = token_count + CAST(:tokens AS BIGINT),
         char_count = char_count + CAST(:chars AS BIGINT),
-        updated_at = :now
+        updated_at = :now,
+        expires_at = :now + ttl_seconds * INTERVAL '1 second'
     WHERE tenant_id = :tenant_id AND id = :session_id
       AND (CAST(:expected AS BIGINT) IS NULL OR version = CAST(:expected AS BIGINT))
+      AND (expires_at IS NULL OR expires_at > :now)
     RETURNING {_RETURNING}
 ), new_items AS (
     INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, format,

@@ -1,16 +1,25 @@
 """SearchRepository: full-text search over items, in one session or across a tenant's sessions.
 
 Postgres: ``websearch_to_tsquery`` against the GIN expression index ``ix_items_search`` (the
-expression below must stay identical to the one in migration 0002 for the planner to use it),
-ranked by ``ts_rank``, with ``ts_headline`` snippets. SQLite: the FTS5 table ``items_fts``
-(external content on ``items.rowid``), ranked by ``bm25``, with ``snippet()``. Scores are
-"higher is better" on both, comparable only within one backend.
+expression below must stay identical to the one in migration 0006 for the planner to use it),
+ranked by ``ts_rank``, with ``ts_headline`` snippets. Only the first ``INDEXED_CHARS``
+characters of an item's ``search_text`` are indexed (a tsvector holds at most 1 MB, and a
+longer text would make its append fail); the item itself is stored whole. SQLite: the FTS5
+table ``items_fts`` (external content on ``items.rowid``, no such limit), ranked by ``bm25``,
+with ``snippet()``. Scores are "higher is better" on both, comparable only within one backend.
+
+Order: score, then session id, then newest seq first; pages continue after a ``SearchKey``
+(keyset), never at an offset. A tenant-wide search ranks a bounded candidate set: the first
+``candidates`` matches the index yields, so its cost does not grow with the tenant.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,15 +28,24 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.items import StoredItem
 from app.store.items import ITEM_COLUMNS, item_of_row
 from app.store.tables import items as t
+from app.store.tables import sessions
 
 _PG_CONFIG = sa.literal_column("'english'::regconfig")
 # Path and identifier punctuation read as spaces, in the text and in the query alike.
 _PG_PUNCTUATION = "/._-:@\\"
 _PG_SPACES = " " * len(_PG_PUNCTUATION)
+# What the index holds of an item's text, at most: 100,000 characters give a tsvector far
+# below Postgres's 1 MB limit whatever the text (each character costs the vector at most a
+# few bytes). Migration 0006 repeats this number.
+INDEXED_CHARS = 100_000
+_PG_INDEXED_TEXT = sa.func.left(
+    sa.func.coalesce(t.c.search_text, sa.literal_column("''::text")),
+    sa.literal_column(str(INDEXED_CHARS)),
+)
 _PG_TSVECTOR = sa.func.to_tsvector(
     _PG_CONFIG,
     sa.func.translate(
-        sa.func.coalesce(t.c.search_text, sa.literal_column("''::text")),
+        _PG_INDEXED_TEXT,
         sa.literal_column(f"'{_PG_PUNCTUATION}'"),
         sa.literal_column(f"'{_PG_SPACES}'"),
     ),
@@ -45,6 +63,26 @@ class SearchHit:
     archived_reason: str | None
     score: float
     snippet: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchKey:
+    """Where a page ended: the last hit's score, session id and seq (the sort key)."""
+
+    score: float
+    session_id: str
+    seq: int
+
+
+def _as_real(value: float) -> float:
+    """``value`` rounded to a REAL (float4), which Postgres then takes without an overflow or
+    underflow error (a cursor may name any double)."""
+    if not math.isfinite(value):
+        return value
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def fts5_query(text: str) -> str | None:
@@ -66,9 +104,13 @@ class SearchRepository:
         session_prefix: str | None = None,
         include_archived: bool,
         limit: int,
-        offset: int = 0,
+        after: SearchKey | None = None,
+        candidates: int | None = None,
+        live_at: datetime | None = None,
     ) -> list[SearchHit]:
-        """Hits best first (ties: session id, then newest seq first)."""
+        """At most ``limit`` hits best first (ties: session id, then newest seq first), after
+        ``after``. With ``candidates``, only that many matching items (the first the index
+        yields, in no meaningful order) are ranked, then paged through."""
         where: list[sa.ColumnElement[bool]] = [t.c.tenant_id == tenant_id]
         if session_id is not None:
             where.append(t.c.session_id == session_id)
@@ -76,27 +118,23 @@ class SearchRepository:
             where.append(t.c.session_id.startswith(session_prefix, autoescape=True))
         if not include_archived:
             where.append(sa.not_(t.c.archived))
+        if live_at is not None:  # leave out sessions expired at ``live_at`` (not swept yet)
+            expired = sa.select(sessions.c.id).where(
+                sessions.c.tenant_id == t.c.tenant_id,
+                sessions.c.id == t.c.session_id,
+                sessions.c.expires_at <= live_at,
+            )
+            where.append(~sa.exists(expired))
+        columns = [*ITEM_COLUMNS, t.c.session_id, t.c.archived, t.c.archived_reason]
         if self.db.dialect.name == "sqlite":
             match = fts5_query(query)
             if match is None:
                 return []
-            bm25 = sa.func.bm25(sa.literal_column("items_fts"))
-            score: Any = (-bm25).label("score")
-            snippet: Any = sa.func.snippet(
-                sa.literal_column("items_fts"), 0, "[", "]", "…", 16
-            ).label("snippet")
-            stmt = (
-                sa.select(
-                    *ITEM_COLUMNS,
-                    t.c.session_id,
-                    t.c.archived,
-                    t.c.archived_reason,
-                    score,
-                    snippet,
-                )
+            score: Any = (-sa.func.bm25(sa.literal_column("items_fts"))).label("score")
+            inner = (
+                sa.select(*columns, sa.literal_column("items.rowid").label("fts_rowid"), score)
                 .select_from(_FTS.join(t, sa.literal_column("items.rowid") == _FTS.c.rowid))
                 .where(sa.literal_column("items_fts").op("MATCH")(match), *where)
-                .order_by(bm25, t.c.session_id, t.c.seq.desc())
             )
         else:
             tsquery = sa.func.websearch_to_tsquery(
@@ -108,26 +146,49 @@ class SearchRepository:
                 ),
             )
             score = sa.func.ts_rank(_PG_TSVECTOR, tsquery).label("score")
-            snippet = sa.func.ts_headline(
-                _PG_CONFIG,
-                sa.func.coalesce(t.c.search_text, ""),
-                tsquery,
-                _PG_HEADLINE_OPTIONS,
-            ).label("snippet")
-            stmt = (
-                sa.select(
-                    *ITEM_COLUMNS,
-                    t.c.session_id,
-                    t.c.archived,
-                    t.c.archived_reason,
-                    score,
-                    snippet,
-                )
-                .where(_PG_TSVECTOR.op("@@")(tsquery), *where)
-                .order_by(sa.desc("score"), t.c.session_id, t.c.seq.desc())
+            inner = sa.select(*columns, _PG_INDEXED_TEXT.label("indexed_text"), score).where(
+                _PG_TSVECTOR.op("@@")(tsquery), *where
             )
-        stmt = stmt.limit(limit).offset(offset)
-        rows = (await self.db.execute(stmt)).all()
+        if candidates is not None:
+            inner = inner.limit(candidates)
+        ranked = inner.subquery("ranked")
+        c = ranked.c
+        page = sa.select(*(c[col.name] for col in columns), c.score)
+        if after is not None:
+            # ts_rank is a REAL: the key's score (read from one) converts back to it exactly.
+            bound: Any = sa.bindparam("after_score", after.score, type_=sa.Float)
+            if self.db.dialect.name != "sqlite":
+                bound = sa.cast(sa.bindparam("after_score", _as_real(after.score)), sa.REAL)
+            page = page.where(
+                sa.or_(
+                    c.score < bound,
+                    sa.and_(
+                        c.score == bound,
+                        sa.or_(
+                            c.session_id > after.session_id,
+                            sa.and_(c.session_id == after.session_id, c.seq < after.seq),
+                        ),
+                    ),
+                )
+            )
+        page = page.order_by(c.score.desc(), c.session_id, c.seq.desc()).limit(limit)
+        if self.db.dialect.name == "sqlite":
+            page = page.add_columns(c.fts_rowid)
+            rows = (await self.db.execute(page)).all()
+            snippets = await self._fts_snippets(match, [r._mapping["fts_rowid"] for r in rows])
+            found = [(r, snippets.get(r._mapping["fts_rowid"])) for r in rows]
+        else:
+            paged = page.add_columns(c.indexed_text).subquery("paged")
+            # Snippets for the page only, after the sort and limit.
+            final = sa.select(
+                *(paged.c[col.name] for col in columns),
+                paged.c.score,
+                sa.func.ts_headline(
+                    _PG_CONFIG, paged.c.indexed_text, tsquery, _PG_HEADLINE_OPTIONS
+                ).label("snippet"),
+            ).order_by(paged.c.score.desc(), paged.c.session_id, paged.c.seq.desc())
+            rows = (await self.db.execute(final)).all()
+            found = [(r, r._mapping["snippet"]) for r in rows]
         return [
             SearchHit(
                 session_id=r._mapping["session_id"],
@@ -135,7 +196,17 @@ class SearchRepository:
                 archived=bool(r._mapping["archived"]),
                 archived_reason=r._mapping["archived_reason"],
                 score=float(r._mapping["score"]),
-                snippet=r._mapping["snippet"],
+                snippet=snippet,
             )
-            for r in rows
+            for r, snippet in found
         ]
+
+    async def _fts_snippets(self, match: str, rowids: list[int]) -> dict[int, str | None]:
+        """FTS5 snippets of the page's rows (an auxiliary function needs its MATCH query)."""
+        if not rowids:
+            return {}
+        stmt = sa.select(
+            _FTS.c.rowid,
+            sa.func.snippet(sa.literal_column("items_fts"), 0, "[", "]", "…", 16),
+        ).where(sa.literal_column("items_fts").op("MATCH")(match), _FTS.c.rowid.in_(rowids))
+        return {rowid: text for rowid, text in (await self.db.execute(stmt)).all()}

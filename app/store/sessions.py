@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import SessionExists
 from app.domain.sessions import SessionState
 from app.store.raw import RawQuery
-from app.store.tables import compactions, events, idempotency_keys, items, snapshots
+from app.store.retention import ErasedCounts, RetentionRepository
+from app.store.tables import UTCDateTime
 from app.store.tables import sessions as t
 
 SESSION_COLUMNS = [
@@ -33,11 +35,17 @@ SESSION_COLUMNS = [
     t.c.last_compaction,
     t.c.created_at,
     t.c.updated_at,
+    t.c.ttl_seconds,
+    t.c.expires_at,
 ]
 # Built once: every request loads a session row, and building the statement costs more than
 # running it.
 # the timestamp columns' positions, for statements run on the driver (app/store/raw.py)
-UTC_COLUMNS = (SESSION_COLUMNS.index(t.c.created_at), SESSION_COLUMNS.index(t.c.updated_at))
+UTC_COLUMNS = (
+    SESSION_COLUMNS.index(t.c.created_at),
+    SESSION_COLUMNS.index(t.c.updated_at),
+    SESSION_COLUMNS.index(t.c.expires_at),
+)
 _GET = RawQuery(
     sa.select(*SESSION_COLUMNS).where(
         t.c.tenant_id == sa.bindparam("tenant_id"), t.c.id == sa.bindparam("session_id")
@@ -62,7 +70,11 @@ def _new_row(
     config: dict[str, Any] | None = None,
     last_compaction: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A new session row: ``version`` events logged so far (0 or 1), ``counts`` already in it."""
+    """A new session row: ``version`` events logged so far (0 or 1), ``counts`` already in it;
+    its own ``config.ttl_seconds`` applies at once (a server default is applied by
+    ``apply_default_ttl`` in the same transaction)."""
+    ttl = (config or {}).get("ttl_seconds")
+    ttl = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None
     return {
         "tenant_id": tenant_id,
         "id": session_id,
@@ -79,6 +91,8 @@ def _new_row(
         "last_compaction": last_compaction,
         "created_at": now,
         "updated_at": now,
+        "ttl_seconds": ttl,
+        "expires_at": None if ttl is None else now + timedelta(seconds=ttl),
     }
 
 
@@ -122,9 +136,55 @@ class SessionRepository:
         return state_of_row(rows[0]) if rows else None
 
     async def _insert_new(self, values: dict[str, Any]) -> bool:
-        """Insert a session row unless the id is taken; True if inserted."""
+        """Insert a session row unless the id is taken; True if inserted. An expired session
+        holding the id (not swept yet) is gone for its clients: it is erased first."""
         stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
+        if (await self.db.execute(stmt)).first() is not None:
+            return True
+        tenant_id, session_id, now = values["tenant_id"], values["id"], values["created_at"]
+        if not await self._erase_if_expired(tenant_id, session_id, now):
+            return False
         return (await self.db.execute(stmt)).first() is not None
+
+    async def _erase_if_expired(self, tenant_id: str, session_id: str, now: datetime) -> bool:
+        expired = await self.db.execute(
+            sa.select(t.c.id)
+            .where(self._key(tenant_id, session_id), t.c.expires_at <= now)
+            .with_for_update()
+        )
+        if expired.first() is None:
+            return False
+        retention = RetentionRepository(self.db)
+        counts, _ = await retention.erase_session(tenant_id, session_id)
+        await retention.record_erasure(
+            kind="session",
+            reason="expired",
+            tenant_id=tenant_id,
+            subject_id=session_id,
+            key_id=None,
+            key_name=None,
+            counts=counts,
+            now=now,
+        )
+        return True
+
+    async def apply_default_ttl(
+        self, tenant_id: str, session_id: str, *, ttl_seconds: int, now: datetime
+    ) -> datetime | None:
+        """Give the server's default TTL to a session that has none of its own (after its
+        creation or a config change that removed its own), from this write on; returns the
+        new ``expires_at`` (None: nothing changed)."""
+        row = await self.db.execute(
+            sa.update(t)
+            .where(
+                self._key(tenant_id, session_id),
+                t.c.ttl_seconds.is_(None),
+                t.c.config["ttl_seconds"].as_string().is_(None),
+            )
+            .values(ttl_seconds=ttl_seconds, expires_at=now + timedelta(seconds=ttl_seconds))
+            .returning(t.c.expires_at)
+        )
+        return row.scalar()
 
     async def insert(
         self,
@@ -204,9 +264,26 @@ class SessionRepository:
         The row stays locked until the transaction ends, so concurrent writers serialise here
         even if a distributed lock was lost.
         """
-        where = self._key(tenant_id, session_id)
+        where = sa.and_(
+            self._key(tenant_id, session_id),
+            # an expired session takes no write, swept or not (it answers 404)
+            sa.or_(t.c.expires_at.is_(None), t.c.expires_at > now),
+        )
         if expected_version is not None:
             where = sa.and_(where, t.c.version == expected_version)
+        values = dict(values or {})
+        if "config" in values:  # its own TTL, or none (then the server default, if any)
+            own = (values["config"] or {}).get("ttl_seconds")
+            values["ttl_seconds"] = own if isinstance(own, int) else None
+        sqlite = self.db.dialect.name == "sqlite"
+        if not sqlite:
+            # every write renews the expiry: this write's time + the TTL (NULL stays NULL)
+            ttl: Any = t.c.ttl_seconds
+            if "ttl_seconds" in values:
+                ttl = sa.cast(sa.literal(values["ttl_seconds"]), sa.BigInteger)
+            values["expires_at"] = sa.bindparam(
+                "renew_now", now, type_=UTCDateTime()
+            ) + sa.literal_column("INTERVAL '1 second'", type_=sa.Interval()) * ttl
         stmt = (
             sa.update(t)
             .where(where)
@@ -218,17 +295,39 @@ class SessionRepository:
                 token_count=t.c.token_count + counters.tokens,
                 char_count=t.c.char_count + counters.chars,
                 updated_at=now,
-                **(values or {}),
+                **values,
             )
             .returning(*SESSION_COLUMNS)
         )
         row = (await self.db.execute(stmt)).first()
-        return state_of_row(row) if row else None
+        if row is None:
+            return None
+        state = state_of_row(row)
+        if sqlite:  # no interval arithmetic there: the renewal is a second statement
+            ttl = state.ttl_seconds
+            expires_at = None if ttl is None else now + timedelta(seconds=ttl)
+            if expires_at != state.expires_at:
+                await self.db.execute(
+                    sa.update(t)
+                    .where(self._key(tenant_id, session_id))
+                    .values(expires_at=expires_at)
+                )
+                state = dataclasses.replace(state, expires_at=expires_at)
+        return state
 
     async def list(
-        self, tenant_id: str, *, after_id: str | None, limit: int, prefix: str | None = None
+        self,
+        tenant_id: str,
+        *,
+        after_id: str | None,
+        limit: int,
+        prefix: str | None = None,
+        live_at: datetime | None = None,
     ) -> list[SessionState]:
+        """A page by id; with ``live_at``, sessions expired by then are left out."""
         stmt = sa.select(*SESSION_COLUMNS).where(t.c.tenant_id == tenant_id)
+        if live_at is not None:
+            stmt = stmt.where(sa.or_(t.c.expires_at.is_(None), t.c.expires_at > live_at))
         if after_id is not None:
             stmt = stmt.where(t.c.id > after_id)
         if prefix:
@@ -236,19 +335,10 @@ class SessionRepository:
         stmt = stmt.order_by(t.c.id).limit(limit)
         return [state_of_row(r) for r in (await self.db.execute(stmt)).all()]
 
-    async def delete_everything(self, tenant_id: str, session_id: str) -> bool:
-        """Delete the session and every row that belongs to it (items, archive, events, ...)."""
-        for child in (items, events, snapshots, compactions):  # the row is locked already
-            await self.db.execute(
-                sa.delete(child).where(
-                    child.c.tenant_id == tenant_id, child.c.session_id == session_id
-                )
-            )
-        await self.db.execute(
-            sa.delete(idempotency_keys).where(
-                idempotency_keys.c.tenant_id == tenant_id,
-                idempotency_keys.c.session_id == session_id,
-            )
-        )
-        result = await self.db.execute(sa.delete(t).where(self._key(tenant_id, session_id)))
-        return bool(result.rowcount)
+    async def delete_everything(self, tenant_id: str, session_id: str) -> ErasedCounts | None:
+        """Delete the session and every row that holds its data, from every table (items and
+        archive, events, snapshots, compactions, idempotency records; the search index goes with
+        the items). The row is locked already. Returns the rows erased per table, or None if
+        there was no session."""
+        counts, _ = await RetentionRepository(self.db).erase_session(tenant_id, session_id)
+        return counts if counts.rows.get("sessions") else None

@@ -76,6 +76,18 @@ sessions = sa.Table(
     sa.Column("last_compaction", JSONType, nullable=True),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    # Retention (migration 0005): the TTL in force at the last write (config.ttl_seconds or the
+    # server default) and ``updated_at`` + that TTL; every write renews it, the sweep erases
+    # the session once it has passed (an expired session answers 404 before that).
+    sa.Column("ttl_seconds", sa.BigInteger, nullable=True),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+)
+_EXPIRING = sa.text("expires_at IS NOT NULL")
+sa.Index(
+    "ix_sessions_expires_at",
+    sessions.c.expires_at,
+    postgresql_where=_EXPIRING,
+    sqlite_where=_EXPIRING,
 )
 
 items = sa.Table(
@@ -209,3 +221,22 @@ api_keys = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("revoked_at", UTCDateTime, nullable=True),
 )
+
+# One row per erasure (a session deleted or expired, a tenant erased; migration 0005). It holds
+# none of the erased data: the id only as a digest (app.domain.retention.subject_digest).
+erasures = sa.Table(
+    "erasures",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # session | tenant
+    sa.Column("reason", sa.String(16), nullable=False),  # deleted | expired | tenant_erased
+    # the tenant a session erasure happened in (its admin may list them); NULL for a tenant
+    sa.Column("tenant_id", TENANT, nullable=True),
+    sa.Column("subject_digest", sa.String(64), nullable=False),
+    sa.Column("key_id", sa.String(64), nullable=True),  # the API key that asked (NULL: sweep)
+    sa.Column("key_name", sa.String(128), nullable=True),
+    sa.Column("row_counts", JSONType, nullable=False),  # {table: rows}
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+sa.Index("ix_erasures_tenant_id_created_at", erasures.c.tenant_id, erasures.c.created_at)
+sa.Index("ix_erasures_subject_digest", erasures.c.subject_digest)

@@ -308,10 +308,10 @@ async def test_bad_requests_change_nothing(client: httpx.AsyncClient, sid: str) 
     ):
         r = await client.post(f"/v1/sessions/{sid}/compact", json=body)
         assert assert_problem(r, 422)["errors"], body
-    # No LLM endpoint on this server: not temporary, so a 4xx (422, no Retry-After; the shipped
+    # No LLM endpoint on this server: not temporary, so a 4xx (403, no Retry-After; the shipped
     # client retries 503s), naming the setting.
     r = await client.post(f"/v1/sessions/{sid}/compact", json={"policy": "llm"})
-    body = assert_problem(r, 422, "llm-not-configured")
+    body = assert_problem(r, 403, "llm-not-configured")
     assert "retry-after" not in r.headers
     assert "LLM__BASE_URL" in body["detail"]
     assert_problem(await client.post("/v1/sessions/nope-missing/compact", json={}), 404)

@@ -4,8 +4,9 @@ output (openai-chat), read the context, compact (structured), snapshot, restore.
 
 - Python: openapi-python-client (from the dev extras), generated into a temporary directory
   and imported.
-- TypeScript: openapi-typescript types + openapi-fetch (clients/typescript-test, TypeScript 5
-  pinned in its package-lock.json), type-checked with `tsc --noEmit`, compiled and run on Node.
+- TypeScript: openapi-typescript types + openapi-fetch (clients/typescript/examples/openapi-fetch,
+  with the npm packages of clients/typescript: TypeScript 5 pinned in its package-lock.json),
+  type-checked with `tsc --noEmit`, compiled and run on Node.
 
 The session id holds a space and an `@` (as real apps' ids do): each generated client must
 percent-encode it in the path, and the server must hand back the same id.
@@ -35,7 +36,8 @@ from tests.conftest import ROOT
 from tests.support.services import ServerProcess
 
 SPEC = ROOT / "openapi" / "openapi.json"
-TS_PROJECT = ROOT / "clients" / "typescript-test"
+TS_PACKAGE = ROOT / "clients" / "typescript"
+TS_PROJECT = TS_PACKAGE / "examples" / "openapi-fetch"
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -276,17 +278,17 @@ def test_python_generated_client_runs_the_agent_loop(
 
 @pytest.fixture(scope="module")
 def ts_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """clients/typescript-test with its types generated from the committed spec, type-checked
-    and compiled."""
+    """clients/typescript/examples/openapi-fetch with its types generated from the committed
+    spec, type-checked and compiled."""
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "Node.js 20 and npm are needed for the TypeScript client test"
-    if not (TS_PROJECT / "node_modules" / ".bin" / "tsc").exists():
-        run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_PROJECT, timeout=300)
+    if not (TS_PACKAGE / "node_modules" / ".bin" / "tsc").exists():
+        run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_PACKAGE, timeout=300)
     where = tmp_path_factory.mktemp("typescript-client")
     for name in ("package.json", "tsconfig.json"):
         shutil.copy(TS_PROJECT / name, where / name)
     shutil.copytree(TS_PROJECT / "src", where / "src")
-    os.symlink(TS_PROJECT / "node_modules", where / "node_modules")
+    os.symlink(TS_PACKAGE / "node_modules", where / "node_modules")
     bin_dir = where / "node_modules" / ".bin"
     run(
         [

@@ -24,10 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.domain.formats.openai_chat import is_legacy_call
 from app.domain.items import (
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
+    NewItem,
     OpaqueItem,
     ReasoningItem,
     StoredItem,
@@ -53,7 +55,9 @@ PROPS = settings(
 )
 
 _CARRIED_RE = re.compile(
-    r"<<(\d+)>>|\[tool result cleared: [^()\]]*\(([^()]*)\)\]|\"id\": \"itm_(\d+)\""
+    # a marker; a cleared output (by its call id); an item id: ours, or a faithful reasoning
+    # item's (``rs_<seq>``: Tier 2 trims its text, and its id is all that is left to see)
+    r"<<(\d+)>>|\[tool result cleared: [^()\]]*\(([^()]*)\)\]|\"id\": \"(?:itm|rs)_(\d+)\""
 )
 
 
@@ -288,6 +292,53 @@ def side(body: Any) -> tuple[str, tuple[str, Any] | None]:
     return "message", None
 
 
+class Grid:
+    """The stable cut's grid, re-derived from DESIGN §2: positions are the stored counts of
+    the items before, in the unit of the first limit set (tokens, chars, items; tokens on an
+    8192-token budget's grid when none is), one step = ``cut_step`` x that limit; the clock
+    point is the last grid point at or before the end of working memory."""
+
+    def __init__(self, memory: list[StoredItem], budget: Budget) -> None:
+        if budget.max_tokens is not None:
+            self.unit, limit, size = "tokens", budget.max_tokens, lambda it: it.tokens
+        elif budget.max_chars is not None:
+            self.unit, limit, size = "chars", budget.max_chars, lambda it: it.chars
+        elif budget.max_items is not None:
+            self.unit, limit, size = "items", budget.max_items, lambda it: 1
+        else:
+            self.unit, limit, size = "tokens", 8192, lambda it: it.tokens
+        self.step = max(1, int(budget.cut_step * limit))
+        self.at: dict[int, int] = {}
+        position = 0
+        for it in memory:
+            self.at[it.seq] = position
+            position += size(it)
+        self.end = position
+        self.point = position // self.step * self.step
+
+
+def messages_of(fmt: str, payload: dict[str, Any]) -> list[Any]:
+    """The payload's message list (``stable_prefix`` counts these)."""
+    key = {"canonical": "items", "openai-responses": "input"}.get(fmt, "messages")
+    return payload[key]  # type: ignore[no-any-return]
+
+
+def grid_of(memory: list[StoredItem], budget: Budget) -> Grid:
+    return Grid(memory, budget)
+
+
+_GRID_RE = re.compile(r"^stable: grid point (\d+) (tokens|chars|items), step (\d+), clock (\d+)$")
+
+
+def grid_note(notes: list[str]) -> tuple[int, str, int, int] | None:
+    """(grid point, unit, step, clock point) from a stable read's report."""
+    for note in notes:
+        m = _GRID_RE.match(note)
+        if m:
+            return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    return None
+
+
 class Spec:
     def __init__(self, memory: list[StoredItem], budget: Budget, fmt: str) -> None:
         self.memory = memory
@@ -322,6 +373,13 @@ class Spec:
                 self.follower[it.seq] = memory[j].seq if ok else None
         users = [it.seq for it in memory if _role(it) == "user"]
         self.newest_user = users[-1] if users else None
+        # Tier 2's anchor: the newest user message; with a stable cut, the newest one that
+        # starts before the clock point (DESIGN §2: the tiers move on the cut's clock)
+        self.tier_anchor = self.newest_user
+        if budget.cut == "stable":
+            clock = grid_of(memory, budget)
+            before = [it.seq for it in memory if _role(it) == "user" and clock.at[it.seq] < clock.point]
+            self.tier_anchor = before[-1] if before else None
 
     def is_model_output(self, it: StoredItem) -> bool:
         kind = self.kind[it.seq]
@@ -384,8 +442,8 @@ class Spec:
     def trimmed(self, seq: int) -> bool:
         return (
             self.budget.trim_old_reasoning
-            and self.newest_user is not None
-            and seq < self.newest_user
+            and self.tier_anchor is not None
+            and seq < self.tier_anchor
             and isinstance(self.by_seq[seq].body, ReasoningItem)
         )
 
@@ -397,7 +455,9 @@ class Spec:
             return seq in self.call_seq and self.representable(self.call_seq[seq])
         if kind == "call":
             function = isinstance(self.by_seq[seq].body, FunctionCallItem)
-            placeholder = self.budget.dangling_tool_calls == "placeholder"
+            # Chat renders its deprecated `function_call` as itself: no placeholder answers it
+            legacy = self.fmt == "openai-chat" and is_legacy_call(self.by_seq[seq])
+            placeholder = self.budget.dangling_tool_calls == "placeholder" and not legacy
             return bool(self.outputs[seq]) or (function and placeholder)
         if kind == "reasoning":
             f = self.follower.get(seq)
@@ -504,6 +564,9 @@ def check_left_out_notes(spec: Spec, result: ProjectedContext) -> None:
 
 
 # -- invariants ---------------------------------------------------------------------------------
+
+
+CUT_STEPS = st.sampled_from([0.1, 0.25, 0.5])
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -619,6 +682,34 @@ def test_invariants(fmt: str, session: Session, budget: Budget) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @PROPS
+@given(session=sessions(faithful=True), budget=budgets(), step=CUT_STEPS)
+def test_invariants_with_a_stable_cut(
+    fmt: str, session: Session, budget: Budget, step: float
+) -> None:
+    """Invariants 1-9 hold with ``cut: stable`` too; and its own part of invariant 6: the grid
+    is the one DESIGN §2 defines, and the kept tail starts at or after the grid point (or at
+    the latest boundary, when none is after it, which the report says)."""
+    budget = replace_budget(budget, cut="stable", cut_step=step)
+    test_invariants.hypothesis.inner_test(fmt, session, budget)  # type: ignore[attr-defined]
+    result = project(session, budget, fmt)
+    report, memory = result.report, session.items
+    noted = grid_note(report.notes)
+    assert noted is not None, report.notes
+    point, unit, grid_step, clock = noted
+    truth = grid_of(memory, budget)
+    assert (unit, grid_step, clock) == (truth.unit, truth.step, truth.point)
+    assert point % grid_step == 0
+    spec = Spec(memory, budget, fmt)
+    tail = set(carried(fmt, result.payload, memory)) - spec.closure()
+    if tail and not any("mandatory" in n for n in report.notes):
+        start = min(tail)
+        fallback = any(n.startswith("stable: no boundary at or after") for n in report.notes)
+        assert truth.at[start] >= point or fallback, (truth.at[start], point)
+    assert 0 <= report.stable_prefix <= len(messages_of(fmt, result.payload))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@PROPS
 @given(session=sessions(faithful=True), budget=budgets(), extra=st.integers(1, 200))
 def test_recency_is_monotone_and_tight(
     fmt: str, session: Session, budget: Budget, extra: int
@@ -651,6 +742,117 @@ def test_recency_is_monotone_and_tight(
 
 def replace_budget(budget: Budget, **changes: Any) -> Budget:
     return Budget.model_validate({**budget.model_dump(), **changes})
+
+
+# -- cache stability (invariant 10) -------------------------------------------------------------
+
+
+def regroups(memory: list[StoredItem], appended_from: int) -> bool:
+    """Whether an item appended at or after ``appended_from`` is an output for a call that
+    already had one before: it regroups that call, an edit of the past that invariant 10 does
+    not cover."""
+    spec = Spec(memory, Budget(), "canonical")
+    old = {it.seq for it in memory[:appended_from]}
+    for it in memory[appended_from:]:
+        call = spec.call_seq.get(it.seq)
+        if call in old and any(o in old for o in spec.outputs[call]):
+            return True
+    return False
+
+
+def dumped(values: list[Any]) -> list[str]:
+    return [json.dumps(v, ensure_ascii=False, default=str) for v in values]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@PROPS
+@given(session=sessions(faithful=True), budget=budgets(), step=CUT_STEPS, data=st.data())
+def test_cache_stability(
+    fmt: str, session: Session, budget: Budget, step: float, data: st.DataObject
+) -> None:
+    """Invariant 10: while only appends happen and the grid point stays, a read's payload
+    begins with the previous read's first ``stable_prefix`` messages, byte for byte; and the
+    previous read's system prompt (anthropic) unless a system message was appended."""
+    budget = replace_budget(budget, cut="stable", cut_step=step)
+    memory = session.items
+    k1 = data.draw(st.integers(0, len(memory)), label="read at")
+    k2 = data.draw(st.integers(k1, min(len(memory), k1 + 6)), label="then at")
+    if regroups(memory[:k2], k1):
+        return
+    first = project(Session(items=memory[:k1], summary=session.summary), budget, fmt)
+    second = project(Session(items=memory[:k2], summary=session.summary), budget, fmt)
+    g1, g2 = grid_note(first.report.notes), grid_note(second.report.notes)
+    assert g1 is not None and g2 is not None
+    if (g1[0], g1[3]) != (g2[0], g2[3]):
+        return  # a step: the promise starts again
+    if k1 == k2:
+        assert second.payload == first.payload
+    sp = first.report.stable_prefix
+    before, after = messages_of(fmt, first.payload), messages_of(fmt, second.payload)
+    assert dumped(after[:sp]) == dumped(before[:sp]), (sp, k1, k2)
+    appended_system = any(_role(it) in ("system", "developer") for it in memory[k1:k2])
+    if fmt == "anthropic" and not appended_system:
+        assert dumped([second.payload.get("system")]) == dumped([first.payload.get("system")])
+
+
+def agent_turn(i: int) -> list[NewItem]:
+    """One turn of a coding agent's loop: a request, a tool call, its output, a reply."""
+    output = "".join(f"    x{k} = f({i}, {k})\n" for k in range(8))
+    return [
+        NewItem(body=MessageItem(role="user", content=f"Step {i}: fix module {i % 7}.")),
+        NewItem(
+            body=FunctionCallItem(
+                call_id=f"call_{i}", name="read_file", arguments=f'{{"path": "m{i % 7}.py"}}'
+            )
+        ),
+        NewItem(body=FunctionCallOutputItem(call_id=f"call_{i}", output=output)),
+        NewItem(body=MessageItem(role="assistant", content=f"Module {i % 7} fixed at step {i}.")),
+    ]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("tier1", [None, 3])
+def test_agent_loop_keeps_its_prefix(fmt: str, tier1: int | None) -> None:
+    """An agent loop far past its budget: the grid point moves at most once per step of
+    growth, between moves every read repeats the previous read's stable prefix, and most
+    reads keep nearly all of the previous prompt as their prefix (a tight cut keeps none)."""
+    from tests.domain.strategies import store
+
+    news = [NewItem(body=MessageItem(role="system", content="You are a coding agent."))]
+    stable = Budget(max_tokens=3000, cut="stable", max_recent_tool_results=tier1)
+    previous: ProjectedContext | None = None
+    moves = past = kept90 = 0
+    first_end = None
+    for i in range(70):
+        news += agent_turn(i)
+        memory = store(news)
+        result = project(Session(items=memory, summary=None), stable, fmt)
+        grid = Grid(memory, stable)
+        note = grid_note(result.report.notes)
+        assert note is not None
+        if previous is not None:
+            old = grid_note(previous.report.notes)
+            assert old is not None
+            before, after = messages_of(fmt, previous.payload), messages_of(fmt, result.payload)
+            if (old[0], old[3]) == (note[0], note[3]):
+                sp = previous.report.stable_prefix
+                assert dumped(after[:sp]) == dumped(before[:sp])
+            elif old[0] != note[0]:
+                moves += 1
+            if result.report.dropped_items:
+                past += 1
+                shared = 0
+                for a, b in zip(dumped(before), dumped(after), strict=False):
+                    if a != b:
+                        break
+                    shared += len(a)
+                kept90 += shared >= 0.9 * sum(map(len, dumped(before)))
+        if result.report.dropped_items and first_end is None:
+            first_end = grid.end
+        previous = result
+    assert first_end is not None and past > 30
+    assert moves <= (grid.end - first_end) // grid.step + 1, moves
+    assert kept90 >= 0.7 * past, (kept90, past)
 
 
 # -- windowed projection ------------------------------------------------------------------------

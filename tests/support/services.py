@@ -102,7 +102,7 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, workers: int = 1, timeout: float = 30) -> None:
+    def start(self, *, workers: int = 1, timeout: float = 90) -> None:
         env = {**os.environ, **self.env}
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(

@@ -1,6 +1,9 @@
 """/v1/admin/keys: create, list and revoke the API keys of the caller's tenant (admin scope,
 checked by ``AuthMiddleware``). A secret is returned once, at creation; only its hash is kept.
 
+/v1/admin/tenants/{tenant_id}: erase the caller's own tenant, or read its storage totals;
+/v1/admin/erasures: the tenant's erasure audit records (docs/retention.md).
+
 Key creation takes no ``Idempotency-Key``: replaying it would mean storing the secret.
 """
 
@@ -18,10 +21,12 @@ from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
-from app.api.session_ids import SessionPrefixValue
+from app.api.schemas import SessionStorage
+from app.api.session_ids import SessionIdValue, SessionPrefixValue
 from app.domain.errors import InvalidInput
 from app.domain.keys import KEY_ID_PATTERN, NAME_PATTERN, ApiKey, Scope
 from app.services import keys as service
+from app.services import retention
 from app.services.runtime import Encoded
 
 router = APIRouter(prefix="/v1/admin/keys", tags=["admin"])
@@ -30,7 +35,7 @@ _CURSOR_RE = re.compile(KEY_ID_PATTERN)
 
 
 class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = Field(
         min_length=1,
@@ -148,3 +153,100 @@ async def revoke_key(
     resolver = getattr(request.app.state, "key_resolver", None)
     await service.revoke_key(rt.store, actor, key_id, resolver=resolver)
     return Response(status_code=204)
+
+
+# -- /v1/admin/tenants: erase a tenant, see its storage; /v1/admin/erasures: the audit trail --
+
+tenants_router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+TenantIdPath = Annotated[
+    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", description="The tenant's id")
+]
+
+
+class TenantErased(BaseModel):
+    tenant_id: str
+    sessions: int = Field(description="Sessions erased")
+    row_counts: dict[str, int] = Field(description="Rows erased per table")
+    erasure_id: str = Field(description="The audit record of this erasure")
+
+
+class TenantStorageTotals(SessionStorage):
+    sessions: int = Field(description="Sessions the tenant holds")
+
+
+class TenantStorage(BaseModel):
+    tenant_id: str
+    storage: TenantStorageTotals
+
+
+class ErasureRead(BaseModel):
+    id: str
+    kind: str = Field(description="`session` or `tenant`")
+    reason: str = Field(description="`deleted`, `expired` or `tenant_erased`")
+    subject_digest: str = Field(
+        description="SHA-256 of the tenant and id (see docs/retention.md); never the id itself"
+    )
+    key_id: str | None = Field(description="The API key that asked (null: the sweep)")
+    key_name: str | None
+    row_counts: dict[str, int]
+    created_at: datetime
+
+
+class ErasureList(BaseModel):
+    items: list[ErasureRead]
+
+
+@tenants_router.delete(
+    "/tenants/{tenant_id}",
+    response_model=TenantErased,
+    operation_id="eraseTenant",
+    summary="Erase the caller's tenant: every session, key and record (irreversible)",
+    responses=problem_responses(404, 422),
+)
+async def erase_tenant(
+    tenant_id: TenantIdPath, request: Request, rt: RuntimeDep, actor: ActorDep
+) -> Response:
+    erased = await retention.erase_own_tenant(rt, actor, tenant_id)
+    resolver = getattr(request.app.state, "key_resolver", None)
+    if resolver is not None:  # this process stops honouring the erased keys at once
+        for key_id in erased.key_ids:
+            resolver.forget(key_id)
+    body = {
+        "tenant_id": tenant_id,
+        "sessions": erased.sessions,
+        "row_counts": erased.row_counts,
+        "erasure_id": erased.erasure_id,
+    }
+    return json_response(Encoded(200, dumps(body)))
+
+
+@tenants_router.get(
+    "/tenants/{tenant_id}/storage",
+    response_model=TenantStorage,
+    operation_id="getTenantStorage",
+    summary="Rows and bytes the caller's tenant stores, by kind",
+    responses=problem_responses(404, 422),
+)
+async def tenant_storage(tenant_id: TenantIdPath, rt: RuntimeDep, actor: ActorDep) -> Response:
+    body = await retention.tenant_storage(rt, actor, tenant_id)
+    return json_response(Encoded(200, dumps(body)))
+
+
+@tenants_router.get(
+    "/erasures",
+    response_model=ErasureList,
+    operation_id="listErasures",
+    summary="The tenant's erasure audit records, newest first (optionally of one session id)",
+    responses=problem_responses(422),
+)
+async def list_erasures(
+    rt: RuntimeDep,
+    actor: ActorDep,
+    session_id: Annotated[
+        SessionIdValue | None, Query(description="Only the records of this (erased) session id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    rows = await retention.list_erasures(rt, actor, session_id=session_id, limit=limit)
+    return json_response(Encoded(200, dumps({"items": rows})))

@@ -12,6 +12,7 @@ from app.api.deps import ActorDep, IdempotencyDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
+from app.api.schemas import StrictBody
 from app.api.session_ids import SessionIdPath
 from app.domain.compaction import CompactResult
 from app.services import compaction as service
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
 SessionId = SessionIdPath
 
 
-class CompactRequest(BaseModel):
+class CompactRequest(StrictBody):
     """How to compact. Without keep settings the newest user turn is kept."""
 
     model_config = ConfigDict(extra="forbid")
@@ -65,14 +66,14 @@ class CompactionList(BaseModel):
     description="Nothing to compact is not an error: `compacted_items` is 0 and the report's "
     "first note says why. 409 if a restore, clear or another compaction committed while an "
     "`llm` summary was being written; 502 (naming the cause) if the model failed, with working "
-    "memory untouched; 422 `llm-not-configured` for `policy: llm` on a server without an LLM "
+    "memory untouched; 403 `llm-not-configured` for `policy: llm` on a server without an LLM "
     "endpoint (not temporary: choose the structured or window policy).",
     responses={
         **problem_responses(400, 404, 409, 413, 422, 502, 503),
-        422: {
-            **problem_responses(422)[422],
-            "description": "Invalid input, or `llm-not-configured`: `policy: llm` on a server "
-            "without an LLM endpoint",
+        403: {
+            **problem_responses(403)[403],
+            "description": "The key lacks the scope, or `llm-not-configured`: `policy: llm` on "
+            "a server without an LLM endpoint",
         },
     },
 )

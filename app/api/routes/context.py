@@ -12,7 +12,7 @@ from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
-from app.api.schemas import FormatName, ItemRead
+from app.api.schemas import ContextItemRead, FormatName, StrictBody
 from app.api.session_ids import SessionIdPath
 from app.domain.items import MAX_SAFE_INTEGER
 from app.services import context as service
@@ -34,10 +34,14 @@ BUDGET_FIELDS = (
     "trim_old_reasoning",
     "start_on",
     "dangling_tool_calls",
+    "cut",
+    "cut_step",
+    "cache_breakpoints",
 )
+CutName = Literal["tight", "stable"]
 
 
-class ContextRequest(BaseModel):
+class ContextRequest(StrictBody):
     """A budget; every field defaults to the session's `config.context`. `null` lifts a default."""
 
     model_config = ConfigDict(extra="forbid")
@@ -66,6 +70,19 @@ class ContextRequest(BaseModel):
     )
     start_on: Literal["any", "user"] | None = None
     dangling_tool_calls: Literal["drop", "placeholder"] | None = None
+    cut: CutName | None = Field(
+        None,
+        description="`tight` (default): the longest tail that fits; `stable`: the tail's start "
+        "moves in steps, so consecutive prompts share their prefix (prompt caching)",
+    )
+    cut_step: float | None = Field(
+        None, gt=0, le=0.5, description="With `cut: stable`: one step, as a fraction of the limit"
+    )
+    cache_breakpoints: bool | None = Field(
+        None,
+        description="`anthropic` only: `cache_control` markers on the system prompt and the "
+        "end of the stable prefix",
+    )
 
 
 class ContextReportRead(BaseModel):
@@ -80,6 +97,10 @@ class ContextReportRead(BaseModel):
     dropped_ranges: list[list[int]] = Field(description="[first_seq, last_seq] of dropped runs")
     notes: list[str]
     tokenizer: Tokenizer
+    stable_prefix: int = Field(
+        description="Leading payload messages (`items`, `messages` or `input`) the next reads "
+        "repeat byte for byte while only appends happen, until the next step of a stable cut"
+    )
 
 
 class ContextRead(BaseModel):
@@ -88,7 +109,7 @@ class ContextRead(BaseModel):
 
     format: FormatName
     version: int
-    items: list[ItemRead] | None = None
+    items: list[ContextItemRead] | None = None
     messages: list[dict[str, JsonValue]] | None = None
     input: list[dict[str, JsonValue]] | None = None
     system: JsonValue = None
@@ -127,6 +148,9 @@ async def get_context(
     trim_old_reasoning: bool | None = None,
     start_on: Literal["any", "user"] | None = None,
     dangling_tool_calls: Literal["drop", "placeholder"] | None = None,
+    cut: CutName | None = None,
+    cut_step: Annotated[float | None, Query(gt=0, le=0.5)] = None,
+    cache_breakpoints: bool | None = None,
 ) -> Response:
     given = locals()
     overrides = {name: given[name] for name in BUDGET_FIELDS if given[name] is not None}

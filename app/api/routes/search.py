@@ -1,9 +1,8 @@
 """/v1/sessions/{id}/search and /v1/search: ranked full-text search over one session or the
-caller's whole tenant."""
+caller's whole tenant (keyset pages; the tenant-wide search ranks a bounded candidate set)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -15,7 +14,6 @@ from app.api.memory_schemas import SearchResults
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
-from app.domain.errors import InvalidInput
 from app.services import search as service
 from app.services.runtime import Encoded
 from app.store.search import SearchHit
@@ -37,26 +35,18 @@ ScopeQuery = Annotated[
     Query(description="`memory`: working memory only; `history`: archived items too"),
 ]
 Limit = Annotated[int, Query(ge=1, le=100)]
-# A search page cursor is an offset of at most 10,000 (deeper pages are refused, not slow).
-CURSOR_PATTERN = r"^(?:[0-9]{1,4}|10000)$"
-_CURSOR_RE = re.compile(CURSOR_PATTERN)
+CURSOR_PATTERN = service.CURSOR_PATTERN
 Cursor = Annotated[
     str | None,
-    Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page (at most 10000)"),
+    Query(
+        pattern=CURSOR_PATTERN,
+        max_length=service.CURSOR_MAX_CHARS,
+        description="`next_cursor` of the previous page (opaque)",
+    ),
 ]
 
 
-def _offset(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not _CURSOR_RE.fullmatch(cursor):
-        raise InvalidInput(
-            "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
-        )
-    return int(cursor)
-
-
-def _encode(hits: list[SearchHit], next_offset: int | None) -> Encoded:
+def _encode(hits: list[SearchHit], next_cursor: str | None) -> Encoded:
     items: list[dict[str, Any]] = [
         {
             "session_id": h.session_id,
@@ -69,7 +59,6 @@ def _encode(hits: list[SearchHit], next_offset: int | None) -> Encoded:
         }
         for h in hits
     ]
-    next_cursor = str(next_offset) if next_offset is not None else None
     return Encoded(200, dumps({"items": items, "next_cursor": next_cursor}))
 
 
@@ -89,10 +78,10 @@ async def search_session(
     limit: Limit = 20,
     cursor: Cursor = None,
 ) -> Response:
-    hits, next_offset = await service.search_session(
-        rt, actor, session_id, q=q, scope=scope, limit=limit, offset=_offset(cursor)
+    hits, next_cursor = await service.search_session(
+        rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
     )
-    return json_response(_encode(hits, next_offset))
+    return json_response(_encode(hits, next_cursor))
 
 
 @router.get(
@@ -100,6 +89,9 @@ async def search_session(
     response_model=SearchResults,
     operation_id="searchAll",
     summary="Full-text search across the tenant's sessions, best first",
+    description=f"Ranks at most the first {service.TENANT_CANDIDATES} matching items the index "
+    "finds (a bound on the cost, whatever the tenant holds): a query that matches more should "
+    "be narrowed.",
     responses=problem_responses(422),
 )
 async def search_all(
@@ -110,7 +102,7 @@ async def search_all(
     limit: Limit = 20,
     cursor: Cursor = None,
 ) -> Response:
-    hits, next_offset = await service.search_all(
-        rt, actor, q=q, scope=scope, limit=limit, offset=_offset(cursor)
+    hits, next_cursor = await service.search_all(
+        rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
     )
-    return json_response(_encode(hits, next_offset))
+    return json_response(_encode(hits, next_cursor))

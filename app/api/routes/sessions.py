@@ -15,6 +15,7 @@ from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpda
 from app.api.session_ids import SessionIdPath, SessionIdValue
 from app.domain.errors import InvalidInput
 from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
+from app.services import retention
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
@@ -93,8 +94,9 @@ async def list_sessions(
     responses=problem_responses(404),
 )
 async def get_session(session_id: SessionId, rt: RuntimeDep, actor: ActorDep) -> Response:
-    state = await service.get_session(rt, actor, session_id)
-    return json_response(Encoded(200, dumps(session_dict(state)), version=state.version))
+    state, storage = await retention.session_with_storage(rt, actor, session_id)
+    body = session_dict(state) | {"storage": storage}
+    return json_response(Encoded(200, dumps(body), version=state.version))
 
 
 @router.patch(
@@ -102,7 +104,14 @@ async def get_session(session_id: SessionId, rt: RuntimeDep, actor: ActorDep) ->
     response_model=SessionRead,
     operation_id="updateSession",
     summary="Update metadata, config or summary",
-    responses=problem_responses(400, 404, 412, 413, 422, 503),
+    responses={
+        **problem_responses(400, 404, 412, 413, 422, 503),
+        409: {
+            **problem_responses(409)[409],
+            "description": "`transaction-conflict`: a concurrent transaction conflicted with "
+            "this one; nothing was written, send it again",
+        },
+    },
 )
 async def update_session(
     session_id: SessionId,

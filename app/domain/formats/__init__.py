@@ -126,11 +126,15 @@ def decode(format: str, record: dict[str, Any]) -> CanonicalItem:
     return _DECODE[format](record)
 
 
-def placeholder_allowed(item: StoredItem) -> bool:
+def placeholder_allowed(item: StoredItem, format: FormatName) -> bool:
     """Whether a call still waiting for its output may get a synthetic one
-    (``dangling_tool_calls: placeholder``): a function call, but not Chat's deprecated
-    ``function_call``, whose answer is a ``function`` message no placeholder can be."""
-    return item.body.type == "function_call" and not openai_chat.is_legacy_call(item)
+    (``dangling_tool_calls: placeholder``) in ``format``: a function call; but in
+    ``openai-chat`` not Chat's deprecated ``function_call``, rendered there as itself and
+    answered by a ``function`` message no placeholder tool message can be. Other formats
+    render it as a function call with its derived call id, which a placeholder answers."""
+    if item.body.type != "function_call":
+        return False
+    return format != "openai-chat" or not openai_chat.is_legacy_call(item)
 
 
 def degraded_parts(format: FormatName, item: StoredItem, body: CanonicalItem) -> list[str]:

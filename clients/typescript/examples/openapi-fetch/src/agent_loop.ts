@@ -4,7 +4,8 @@
 //
 // Usage: node build/src/agent_loop.js <base-url> <api-key> <session-id>
 // Prints one JSON object with what it observed; tests/clients/test_generated_clients.py checks it.
-// `generated/schema.d.ts` is produced by openapi-typescript at test time (never committed).
+// `generated/schema.d.ts` is produced by openapi-typescript at test time (never committed); the
+// npm packages are clients/typescript's (openapi-fetch, openapi-typescript, typescript).
 
 import createClient from "openapi-fetch";
 import type { components, paths } from "../generated/schema.js";

@@ -1,0 +1,156 @@
+"""Building one candidate payload: the selected items, rendered in the format, and measured.
+
+A selection is a sorted list of loaded item indices. Building it keeps the items that can be
+rendered, adds the synthetic output of each dangling call (``placeholder`` mode) right after
+its group's last member, reorders the items of each unit holding calls for provider formats
+(assistant side, outputs, the rest; stable), renders, and counts the payload under the
+format's rule. Candidate builds overlap almost entirely, so each item's entry is made once.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.domain.formats import Entry, FormatName, TokenCache, payload_usage, render_entries
+from app.domain.items import (
+    CanonicalItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    OpaqueItem,
+    StoredItem,
+)
+from app.domain.tokens import TokenizerName
+
+from .analysis import CATEGORY, N_CATEGORIES, OUTPUT, Analysis
+from .budget import LimitName
+from .tiers import missing_placeholder
+
+
+@dataclass(slots=True)
+class Render:
+    payload: dict[str, Any]
+    tokens: int
+    chars: int
+    items: int
+    rendered: list[int]  # indices of stored items in the payload
+    placeholders: int
+
+    def violated(self, limits: Mapping[LimitName, int]) -> list[LimitName]:
+        actual = {"max_items": self.items, "max_chars": self.chars, "max_tokens": self.tokens}
+        return [name for name, limit in limits.items() if actual[name] > limit]
+
+
+class Builder:
+    """Renders selections of one projection's items (``shown``: each item's body after the
+    tiers; ``can_render``: whether the format carries it at all)."""
+
+    def __init__(
+        self,
+        *,
+        items: Sequence[StoredItem],
+        shown: Sequence[CanonicalItem],
+        can_render: Sequence[bool],
+        analysis: Analysis,
+        dangling: set[int],
+        drop_dangling: bool,
+        summary: str | None,
+        format: FormatName,
+        tokenizer: TokenizerName,
+        cache: TokenCache,
+    ) -> None:
+        self.items = items
+        self.shown = shown
+        self.can_render = can_render
+        self.a = analysis
+        self.dangling = dangling
+        self.drop_dangling = drop_dangling
+        self.summary = summary
+        self.format = format
+        self.tokenizer = tokenizer
+        self.cache = cache
+        # the partition key of an item: its unit, then its category (see ``partition_units``)
+        self.order_key = [
+            u * N_CATEGORIES + CATEGORY[kind]
+            for u, kind in zip(analysis.unit_of, analysis.kinds, strict=True)
+        ]
+        self.entry_of: list[Entry | None] = [None] * len(items)
+
+    def entries(self, selected: Sequence[int]) -> tuple[list[Entry], list[int], int]:
+        """The entries a selection renders, in payload order, and its placeholder count."""
+        can_render, unit_of, a = self.can_render, self.a.unit_of, self.a
+        rendered = [i for i in selected if can_render[i]]
+        entries: list[Entry] = []
+        for i in rendered:
+            entry = self.entry_of[i]
+            if entry is None:
+                entry = self.entry_of[i] = Entry(
+                    body=self.shown[i], stored=self.items[i], unit=unit_of[i]
+                )
+            entries.append(entry)
+        keys = [self.order_key[i] for i in rendered]
+        placeholders = 0
+        if not self.drop_dangling and self.dangling:
+            # each dangling call gets a synthetic output, right after its group's last member
+            keyed = [((i, 0, 0), e, k) for i, e, k in zip(rendered, entries, keys, strict=True)]
+            for i in rendered:
+                if i in self.dangling:
+                    call = self.items[i].body
+                    assert isinstance(call, FunctionCallItem)  # others are never rendered
+                    anchor = a.groups[a.group_of[i]][-1]
+                    synthetic = FunctionCallOutputItem(
+                        call_id=call.call_id, output=missing_placeholder(call.name, call.call_id)
+                    )
+                    key = unit_of[i] * N_CATEGORIES + CATEGORY[OUTPUT]
+                    keyed.append(((anchor, 1, i), Entry(body=synthetic, unit=unit_of[i]), key))
+                    placeholders += 1
+            if placeholders:
+                keyed.sort(key=lambda k: k[0])
+                entries = [e for _, e, _ in keyed]
+                keys = [k for _, _, k in keyed]
+        if self.format != "canonical":
+            entries = partition_units(entries, keys)
+        return entries, rendered, placeholders
+
+    def payload(self, selected: Sequence[int], *, summary: bool = True) -> dict[str, Any]:
+        """Only the rendered payload of a selection (not measured); ``summary=False``: without
+        the summary."""
+        entries, _, _ = self.entries(selected)
+        return render_entries(
+            self.format, summary=self.summary if summary else None, entries=entries
+        )
+
+    def build(self, selected: Sequence[int]) -> Render:
+        entries, rendered, placeholders = self.entries(selected)
+        payload = render_entries(self.format, summary=self.summary, entries=entries)
+        tokens, chars = payload_usage(
+            self.format, payload, tokenizer=self.tokenizer, cache=self.cache
+        )
+        return Render(payload, tokens, chars, len(rendered), rendered, placeholders)
+
+
+def partition_units(entries: list[Entry], keys: list[int]) -> list[Entry]:
+    """Within each unit holding calls: assistant side, then outputs, then the rest (stable).
+
+    ``keys[k]`` is ``unit * N_CATEGORIES + category`` of ``entries[k]``; units never decrease
+    along the entries, so the keys decrease somewhere only where a unit's categories do. Where
+    they never do (well-formed memory, nearly always) every per-unit sort would be a no-op and
+    the entries are returned as they are.
+    """
+    if all(map(operator.le, keys, keys[1:])):
+        return entries
+    out: list[Entry] = []
+    k = 0
+    while k < len(entries):
+        unit = entries[k].unit
+        j = k
+        while j < len(entries) and entries[j].unit == unit:
+            j += 1
+        chunk = list(zip(entries[k:j], keys[k:j], strict=True))
+        if any(type(e.body) is FunctionCallItem or type(e.body) is OpaqueItem for e, _ in chunk):
+            chunk.sort(key=lambda ek: ek[1])  # one unit: the same order as by category
+        out.extend(e for e, _ in chunk)
+        k = j
+    return out

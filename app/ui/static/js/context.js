@@ -1,0 +1,192 @@
+// "What the model gets": a budget form built from the API's own ContextRequest schema (so every
+// budget field the server accepts is offered, `cut` included once it exists), the projected
+// prompt exactly as POST .../context returns it, its report, a bar of where the budget goes,
+// and the timeline with what was dropped or cleared greyed out.
+
+import { api } from "./api.js";
+import { clear, errorNotice, field, h, json, num, pre, table } from "./dom.js";
+import { category, legend, timeline } from "./timeline.js";
+
+let schemaPromise = null;
+
+/** The ContextRequest schema of this server's OpenAPI document. */
+export function contextSchema() {
+  schemaPromise ??= fetch("/openapi.json", { cache: "no-store" })
+    .then((r) => r.json())
+    .then((spec) => spec.components.schemas.ContextRequest);
+  return schemaPromise;
+}
+
+function concrete(prop) {
+  const options = prop.anyOf ? prop.anyOf.filter((o) => o.type !== "null") : [prop];
+  return { ...prop, ...(options[0] || {}) };
+}
+
+function control(name, prop, value) {
+  const p = concrete(prop);
+  if (p.enum) {
+    const select = h("select", { name });
+    if (name !== "format") select.append(h("option", { value: "" }, "session default"));
+    for (const option of p.enum) select.append(h("option", { value: option, selected: option === (value ?? p.default) }, option));
+    return select;
+  }
+  if (p.type === "boolean") {
+    return h("select", { name, dataset: { kind: "boolean" } },
+      h("option", { value: "" }, "session default"),
+      h("option", { value: "true", selected: value === "true" }, "true"),
+      h("option", { value: "false", selected: value === "false" }, "false"));
+  }
+  if (p.type === "integer" || p.type === "number") {
+    return h("input", {
+      name, type: "number", inputmode: "numeric", value: value ?? "", placeholder: "session default",
+      min: p.minimum ?? p.exclusiveMinimum, max: p.maximum && p.maximum < 1e15 ? p.maximum : undefined,
+      step: p.type === "number" ? "any" : "1", dataset: { kind: p.type },
+    });
+  }
+  return h("input", { name, value: value ?? "", placeholder: "session default" });
+}
+
+/** The JSON budget of the form: only the fields the user set. */
+export function budgetOf(form, schema) {
+  const body = {};
+  for (const [name, prop] of Object.entries(schema.properties)) {
+    const el = form.elements.namedItem(name);
+    if (!el || el.value === "") continue;
+    const p = concrete(prop);
+    if (p.type === "boolean") body[name] = el.value === "true";
+    else if (p.type === "integer") body[name] = Number.parseInt(el.value, 10);
+    else if (p.type === "number") body[name] = Number(el.value);
+    else body[name] = el.value;
+  }
+  return body;
+}
+
+function rangesToSet(ranges) {
+  const out = new Set();
+  for (const [first, last] of ranges) for (let s = first; s <= last; s++) out.add(s);
+  return out;
+}
+
+const CLEARED = /\[tool result cleared: [^\]\n]*?\(([^()\]\n]+)\)\]/g;
+
+/** call_ids whose output the payload carries as a Tier 1 placeholder. */
+export function clearedCalls(payload) {
+  const text = JSON.stringify(payload);
+  return new Set([...text.matchAll(CLEARED)].map((m) => m[1]));
+}
+
+const SEGMENTS = ["system", "summary", "messages", "tool calls", "tool outputs", "reasoning", "other", "format overhead"];
+
+/** Where the projected tokens go. The total is the report's exact ``projected_tokens``; the
+ * split is estimated from the stored per-item counts of what was kept (a cleared output counts
+ * its placeholder, a trimmed reasoning item nothing), scaled to that total. */
+export function spend(items, report, session, cleared) {
+  const dropped = rangesToSet(report.dropped_ranges);
+  const trimmed = report.notes.some((n) => n.startsWith("tier2"));
+  const lastUser = Math.max(0, ...items.filter((i) => i.type === "message" && i.role === "user").map((i) => i.seq));
+  const parts = Object.fromEntries(SEGMENTS.map((s) => [s, 0]));
+  for (const item of items) {
+    if (dropped.has(item.seq)) continue;
+    let tokens = item.tokens || 0;
+    if (item.call_id && cleared.has(item.call_id) && category(item) === "tool outputs") tokens = 12;
+    if (trimmed && item.type === "reasoning" && item.seq < lastUser) tokens = 0;
+    parts[category(item)] += tokens;
+  }
+  if (session.summary) parts.summary = Math.max(0, report.source_tokens - (session.token_count || 0));
+  const estimated = Object.values(parts).reduce((a, b) => a + b, 0);
+  const total = report.projected_tokens;
+  if (estimated > total && estimated > 0) {
+    for (const k of SEGMENTS) parts[k] = Math.round((parts[k] * total) / estimated);
+  } else {
+    parts["format overhead"] = total - estimated;
+  }
+  return parts;
+}
+
+function bar(parts, limit, total) {
+  const scale = Math.max(limit || 0, total, 1);
+  const segments = SEGMENTS.filter((k) => parts[k] > 0);
+  const legendItems = segments.map((k) =>
+    h("li", { dataset: { segment: k } }, h("span", { class: `swatch seg-${k.replace(/ /g, "-")}` }), `${k}: ${num(parts[k])} tokens`));
+  if (limit) legendItems.push(h("li", {}, h("span", { class: "swatch seg-free" }), `unused: ${num(Math.max(0, limit - total))} of max_tokens ${num(limit)}`));
+  return h("figure", { class: "budget", id: "budget-bar" },
+    h("div", { class: "bar", role: "img", "aria-label": `budget spend: ${segments.map((k) => `${k} ${parts[k]}`).join(", ")}` },
+      segments.map((k) => h("span", { class: `seg seg-${k.replace(/ /g, "-")}`, style: { width: `${((100 * parts[k]) / scale).toFixed(2)}%` }, title: `${k}: ${parts[k]}` }))),
+    h("figcaption", {}, h("ul", { class: "bar-legend" }, legendItems),
+      h("small", { class: "hint" }, "Total = the report's projected_tokens; the split by kind is estimated from stored per-item counts.")));
+}
+
+function reportView(report) {
+  const rows = [
+    ["Items", report.source_items, report.projected_items],
+    ["Tokens", report.source_tokens, report.projected_tokens],
+    ["Characters", report.source_chars, report.projected_chars],
+  ].map(([name, source, projected]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", { class: "n" }, num(source)), h("td", { class: "n" }, num(projected))));
+  const extra = Object.entries(report).filter(([k]) => ![
+    "source_items", "projected_items", "dropped_items", "source_tokens", "projected_tokens",
+    "source_chars", "projected_chars", "limits_applied", "dropped_ranges", "notes",
+  ].includes(k));
+  return h("section", { id: "report", "aria-labelledby": "report-title" },
+    h("h3", { id: "report-title" }, "Report"),
+    table(["", "Working memory", "Sent"], rows, { caption: "Source and projection" }),
+    h("dl", { class: "facts" },
+      h("div", {}, h("dt", {}, "Dropped items"), h("dd", { id: "dropped-items" }, num(report.dropped_items))),
+      h("div", {}, h("dt", {}, "Limits applied"), h("dd", {}, report.limits_applied.join(", ") || "none")),
+      h("div", { class: "wide" }, h("dt", {}, "Dropped ranges (seq)"), h("dd", { id: "dropped-ranges" },
+        report.dropped_ranges.length ? report.dropped_ranges.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ") : "none")),
+      extra.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, typeof v === "object" ? JSON.stringify(v) : String(v))))),
+    h("h4", {}, "Notes"),
+    report.notes.length ? h("ul", { id: "report-notes" }, report.notes.map((n) => h("li", {}, n))) : h("p", { class: "muted" }, "No notes."));
+}
+
+function payloadOf(response) {
+  const { format, version, report, ...payload } = response;
+  return payload;
+}
+
+export async function contextView(panel, data, params) {
+  const schema = await contextSchema();
+  const form = h("form", { class: "budget-form", id: "budget-form", "aria-label": "budget" });
+  const fields = h("div", { class: "grid" });
+  for (const [name, prop] of Object.entries(schema.properties)) {
+    fields.append(field(name, control(name, prop, params.get(name) ?? undefined), prop.description));
+  }
+  form.append(fields, h("button", { type: "submit" }, "Show what the model gets"));
+  const out = h("div", { id: "context-result", "aria-live": "polite" });
+  panel.append(h("p", { class: "muted" }, "Every field left at “session default” uses the session's config.context. The projection only reads; nothing changes."), form, out);
+
+  const run = async () => {
+    const body = budgetOf(form, schema);
+    const q = new URLSearchParams({ tab: "context", ...Object.fromEntries(Object.entries(body).map(([k, v]) => [k, String(v)])) });
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+    clear(out).append(h("p", { class: "muted" }, "Projecting…"));
+    out.setAttribute("aria-busy", "true");
+    try {
+      const [response, items] = await Promise.all([
+        api(`${data.path}/context`, { method: "POST", body }),
+        data.items(),
+      ]);
+      const payload = payloadOf(response);
+      const cleared = clearedCalls(payload);
+      const report = response.report;
+      clear(out).append(
+        h("h3", {}, `Budget spend: ${num(report.projected_tokens)} tokens in ${response.format}`),
+        bar(spend(items, report, data.session, cleared), body.max_tokens, report.projected_tokens),
+        reportView(report),
+        h("section", { "aria-labelledby": "prompt-title" },
+          h("h3", { id: "prompt-title" }, "The prompt, as the provider receives it"),
+          pre(json(payload), { id: "prompt", "aria-label": "rendered prompt" })),
+        h("details", {}, h("summary", {}, "Whole response (JSON)"), pre(json(response), { id: "context-response" })),
+        h("section", { "aria-labelledby": "ctx-timeline-title" },
+          h("h3", { id: "ctx-timeline-title" }, "Working memory, with what was left out"),
+          legend(),
+          timeline(items, { dropped: rangesToSet(report.dropped_ranges), cleared })));
+      out.dataset.version = String(response.version);
+    } catch (err) {
+      clear(out).append(errorNotice(err));
+    }
+    out.setAttribute("aria-busy", "false");
+  };
+  form.addEventListener("submit", (event) => { event.preventDefault(); run(); });
+  await run();
+}

@@ -1,0 +1,127 @@
+// /ui/sessions/{id}: the session's header and its views, one per tab (?tab=...).
+
+import { allPages, api, sessionPath } from "./api.js";
+import { clear, errorNotice, h, notice, num, pre, timeEl } from "./dom.js";
+import { contextView } from "./context.js";
+import { compactionsView } from "./compactions.js";
+import { snapshotsView } from "./snapshots.js";
+import { eventsView } from "./events.js";
+import { searchForm } from "./search.js";
+import { legend, timeline } from "./timeline.js";
+
+const TABS = [
+  ["memory", "Working memory"],
+  ["context", "What the model gets"],
+  ["compactions", "Compactions"],
+  ["snapshots", "Snapshots"],
+  ["events", "Events"],
+  ["search", "Search"],
+];
+
+// A timeline of more items than this would be too slow to draw; the page says it stopped.
+const ITEM_CAP = 20000;
+
+/** Everything one session view needs, loaded lazily and reloaded after a write. */
+export class SessionData {
+  constructor(id) {
+    this.id = id;
+    this.path = sessionPath(id);
+    this.session = null;
+    this._items = null;
+    this._history = null;
+  }
+
+  async load() {
+    this.session = await api(this.path);
+    this._items = null;
+    this._history = null;
+    return this.session;
+  }
+
+  /** Working memory, oldest first (every page of GET .../items). */
+  async items() {
+    if (!this._items) {
+      const page = await allPages(`${this.path}/items`, { params: { limit: 1000 }, cap: ITEM_CAP });
+      this._items = page.items;
+      this.truncated = page.truncated;
+    }
+    return this._items;
+  }
+
+  /** Every item ever appended, archived ones included. */
+  async history() {
+    this._history ??= (await allPages(`${this.path}/history`, { params: { limit: 1000 }, cap: ITEM_CAP })).items;
+    return this._history;
+  }
+}
+
+function header(data) {
+  const s = data.session;
+  return h("header", { class: "session-head" },
+    h("p", { class: "crumbs" }, h("a", { href: "/ui/" }, "Sessions"), " / "),
+    h("h1", {}, s.id),
+    h("dl", { class: "facts" },
+      h("div", {}, h("dt", {}, "Version"), h("dd", { id: "session-version" }, num(s.version))),
+      h("div", {}, h("dt", {}, "Items"), h("dd", { id: "session-items" }, num(s.item_count))),
+      h("div", {}, h("dt", {}, "Tokens"), h("dd", {}, num(s.token_count))),
+      h("div", {}, h("dt", {}, "Created"), h("dd", {}, timeEl(s.created_at))),
+      h("div", {}, h("dt", {}, "Updated"), h("dd", {}, timeEl(s.updated_at))),
+      h("div", { class: "wide" }, h("dt", {}, "Metadata"), h("dd", {}, h("code", { class: "meta" }, JSON.stringify(s.metadata ?? {})))),
+      h("div", { class: "wide" }, h("dt", {}, "Config"), h("dd", {}, h("code", { class: "meta" }, JSON.stringify(s.config ?? {}))))),
+    h("section", { class: "summary", "aria-labelledby": "summary-title" },
+      h("h2", { id: "summary-title" }, "Summary"),
+      s.summary ? pre(s.summary, { id: "summary" }) : h("p", { class: "muted", id: "summary" }, "No summary yet (nothing compacted).")));
+}
+
+function tabs(data, active) {
+  const base = `/ui/sessions/${encodeURIComponent(data.id)}`;
+  return h("nav", { class: "tabs", "aria-label": "session views" },
+    h("ul", {}, TABS.map(([name, label]) =>
+      h("li", {}, h("a", { href: `${base}?tab=${name}`, "aria-current": name === active ? "page" : false, dataset: { tab: name } }, label)))));
+}
+
+async function memoryView(panel, data, params) {
+  const archived = params.get("archived") === "1";
+  const toggle = h("input", { type: "checkbox", id: "show-archived", checked: archived });
+  const list = h("div", { "aria-live": "polite" });
+  const render = async () => {
+    clear(list);
+    const items = toggle.checked ? await data.history() : await data.items();
+    if (data.truncated && !toggle.checked) list.append(notice("warn", `Showing the oldest ${num(ITEM_CAP)} items only.`));
+    list.append(
+      h("p", { class: "muted", id: "timeline-count" },
+        toggle.checked
+          ? `${num(items.length)} item(s) ever appended, ${num(items.filter((i) => i.archived).length)} archived`
+          : `${num(items.length)} item(s) in working memory`),
+      timeline(items));
+  };
+  toggle.addEventListener("change", async () => {
+    const q = new URLSearchParams(location.search);
+    if (toggle.checked) q.set("archived", "1"); else q.delete("archived");
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+    await render().catch((err) => list.append(errorNotice(err)));
+  });
+  panel.append(
+    h("div", { class: "toolbar" }, h("label", { class: "check" }, toggle, " Show archived items (compacted, popped, cleared, replaced)")),
+    legend(),
+    list);
+  await render();
+}
+
+export async function sessionPage(main, id, params) {
+  const data = new SessionData(id);
+  await data.load();
+  const active = TABS.some(([name]) => name === params.get("tab")) ? params.get("tab") : "memory";
+  const panel = h("section", { class: "panel", id: "panel", "aria-label": TABS.find(([n]) => n === active)[1] });
+  main.append(header(data), tabs(data, active), panel);
+  document.title = `${id} · Inspector`;
+  const views = {
+    memory: memoryView,
+    context: contextView,
+    compactions: compactionsView,
+    snapshots: snapshotsView,
+    events: eventsView,
+    search: (p, d, q) => searchForm(p, { sessionId: d.id, params: q }),
+  };
+  await views[active](panel, data, params);
+}

@@ -1,0 +1,453 @@
+"""The READMEs' snippets run as pasted, in order, against a real server started the way the
+README says (``session-memory serve``, here on a fresh SQLite file and a free port).
+
+Every ```` ```sh ```` and ```` ```python ```` block of a file is run, in document order, in one
+bash process (so a variable one snippet sets is seen by the next); Python blocks are fed to
+the project's Python. Each shell command must exit 0. Where the file shows a command's output
+(comment lines right after it: ``# {"version": 3, ...}``, a header line ``# etag: "2"``, or a
+few plain words such as ``# 204``), every ``"key": value`` pair shown must occur in the
+command's JSON output (a string ending in ``...`` is a prefix), and every other line shown
+must occur in its output. A block preceded by
+``<!-- snippet: skip (why) -->`` is not run (starting the server itself, say); the few such
+blocks are counted so that skipping does not become a habit.
+
+The OpenAI Agents SDK snippet talks to a local HTTP server standing in for the OpenAI
+Responses API (``OPENAI_BASE_URL``); the test checks that the second run saw the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.services import ROOT, free_port
+
+README_PORT = 8080
+RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
+SKIP_MARK = re.compile(r"^<!--\s*snippet:\s*skip\b.*-->\s*$")
+FENCE = re.compile(r"^```\s*([A-Za-z0-9_+-]*)\s*$")
+PAIR = re.compile(
+    r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)'
+)
+HEADER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: \S")
+PLAIN_OUTPUT = re.compile(r"^[\w.-]+(?: [\w.-]+){0,2}$")  # `204`, `same`, `a.b 1`
+END = "@@SNIPPET-END"
+
+
+@dataclass
+class Command:
+    text: str
+    line: int
+    shown: list[str] = field(default_factory=list)  # output lines the file shows, without "# "
+
+
+@dataclass
+class Snippet:
+    lang: str
+    code: str
+    line: int  # the first line of code
+    skipped: bool
+
+
+def extract_snippets(path: Path) -> list[Snippet]:
+    """Fenced blocks in document order; ``skipped`` when a skip comment precedes the fence
+    (blank lines between them allowed)."""
+    out: list[Snippet] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    skip_next = False
+    while i < len(lines):
+        text = lines[i]
+        if SKIP_MARK.match(text.strip()):
+            skip_next = True
+            i += 1
+            continue
+        fence = FENCE.match(text)
+        if fence:
+            start = i + 1
+            j = start
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            out.append(
+                Snippet(
+                    lang=fence.group(1).lower(),
+                    code="\n".join(lines[start:j]) + "\n",
+                    line=start + 1,  # of the block's first line, counted from 1
+                    skipped=skip_next,
+                )
+            )
+            skip_next = False
+            i = j + 1
+            continue
+        if text.strip():
+            skip_next = False
+        i += 1
+    return out
+
+
+def _complete(text: str) -> bool:
+    if text.rstrip().endswith("\\"):
+        return False
+    done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def split_commands(code: str, first_line: int) -> list[Command]:
+    """Shell commands (a command may span lines: backslashes, quoted JSON), each with the
+    output lines shown right after it."""
+    commands: list[Command] = []
+    pending: list[str] = []
+    start = 0
+    after_command = False
+    for n, line in enumerate(code.splitlines()):
+        stripped = line.strip()
+        if not pending:
+            if not stripped:
+                after_command = False
+                continue
+            if stripped.startswith("#"):
+                shown = stripped[1:].strip()
+                if after_command and commands and _is_output(shown, commands[-1].shown):
+                    commands[-1].shown.append(shown)
+                continue
+            start = n
+        pending.append(line)
+        if _complete("\n".join(pending)):
+            commands.append(Command(text="\n".join(pending), line=first_line + start))
+            pending = []
+            after_command = True
+    assert not pending, f"unterminated command at line {first_line + start}: {pending}"
+    return commands
+
+
+def _is_output(text: str, shown_so_far: list[str]) -> bool:
+    if text.startswith("{"):
+        return True
+    if shown_so_far and shown_so_far[0].startswith("{"):
+        return True  # a continuation of the JSON shown
+    if PLAIN_OUTPUT.match(text):
+        return True
+    return bool(HEADER_LINE.match(text)) and "{" not in text
+
+
+def rewrite_port(text: str, port: int) -> str:
+    for host in ("localhost", "127.0.0.1"):
+        text = text.replace(f"{host}:{README_PORT}", f"{host}:{port}")
+    return text
+
+
+def build_script(snippets: list[Snippet], port: int) -> tuple[str, list[tuple[Command, str]]]:
+    """One bash script running every snippet in order; a marker after each step."""
+    steps: list[tuple[Command, str]] = []
+    parts = ["exec 2>&1"]
+    for snippet in snippets:
+        kind = RUNNABLE.get(snippet.lang)
+        if snippet.skipped or kind is None:
+            continue
+        if kind == "sh":
+            for command in split_commands(snippet.code, snippet.line):
+                parts.append(rewrite_port(command.text, port))
+                parts.append(f"printf '\\n{END} {len(steps)} %s\\n' \"$?\"")
+                steps.append((command, "sh"))
+        else:
+            body = rewrite_port(snippet.code, port)
+            assert "__SNIPPET_PY__" not in body
+            parts.append(f'"$SNIPPET_PYTHON" - <<\'__SNIPPET_PY__\'\n{body}__SNIPPET_PY__')
+            parts.append(f"printf '\\n{END} {len(steps)} %s\\n' \"$?\"")
+            steps.append((Command(text=snippet.code, line=snippet.line), "python"))
+    return "\n".join(parts) + "\n", steps
+
+
+def run_script(script: str, env: dict[str, str], cwd: Path) -> dict[int, tuple[int, str]]:
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=400
+    )
+    results: dict[int, tuple[int, str]] = {}
+    chunk: list[str] = []
+    for line in done.stdout.splitlines():
+        if line.startswith(END + " "):
+            _, index, code = line.split()
+            results[int(index)] = (int(code), "\n".join(chunk).strip())
+            chunk = []
+        else:
+            chunk.append(line)
+    return results
+
+
+def _pairs(value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield key, inner
+            yield from _pairs(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _pairs(inner)
+
+
+def _json_of(output: str) -> Any:
+    try:
+        return json.loads(output)
+    except ValueError:
+        return json.loads(output.splitlines()[-1])
+
+
+def check_shown(command: Command, output: str) -> list[str]:
+    """What the file shows that the output does not have."""
+    if not command.shown:
+        return []
+    missing: list[str] = []
+    if command.shown[0].startswith("{"):
+        try:
+            actual = list(_pairs(_json_of(output)))
+        except (ValueError, IndexError):
+            return [f"output is not JSON: {output[:300]!r}"]
+        for key, raw in PAIR.findall(" ".join(command.shown)):
+            expected = json.loads(raw)
+            if isinstance(expected, str) and expected.endswith("..."):
+                ok = any(
+                    k == key and isinstance(v, str) and v.startswith(expected[:-3])
+                    for k, v in actual
+                )
+            else:
+                ok = any(k == key and v == expected and type(v) is type(expected) for k, v in actual)
+            if not ok:
+                seen = [v for k, v in actual if k == key][:5]
+                missing.append(f'"{key}": {raw} (output has {seen})')
+    else:
+        lower = output.lower()
+        missing.extend(line for line in command.shown if line.lower() not in lower)
+    return missing
+
+
+class FakeResponsesAPI:
+    """A local HTTP server answering ``POST /v1/responses`` like the OpenAI Responses API,
+    recording each request body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                outer.bodies.append(body)
+                n = len(outer.bodies)
+                reply = {
+                    "id": f"resp_{n}",
+                    "object": "response",
+                    "created_at": int(time.time()),
+                    "model": body.get("model") or "gpt-test",
+                    "status": "completed",
+                    "output": [
+                        {
+                            "type": "message",
+                            "id": f"msg_{n}",
+                            "role": "assistant",
+                            "status": "completed",
+                            "content": [
+                                {"type": "output_text", "text": f"Answer {n}.", "annotations": []}
+                            ],
+                        }
+                    ],
+                    "parallel_tool_calls": True,
+                    "tool_choice": "auto",
+                    "tools": [],
+                    "usage": {
+                        "input_tokens": 10,
+                        "output_tokens": 2,
+                        "total_tokens": 12,
+                        "input_tokens_details": {"cached_tokens": 0},
+                        "output_tokens_details": {"reasoning_tokens": 0},
+                    },
+                }
+                data = json.dumps(reply).encode()
+                self.send_response(200 if self.path.endswith("/responses") else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeResponsesAPI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _clean_env() -> dict[str, str]:
+    drop = ("DATABASE_URL", "REDIS_URL", "HOST", "PORT", "AUTO_MIGRATE", "OPENAI_", "SESSION_MEMORY")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env = {k: v for k, v in env.items() if "__" not in k}  # nested settings (AUTH__MODE, ...)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="module")
+def readme_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`session-memory serve` with the embedded defaults, on a fresh SQLite file. One server
+    for the module: the files use distinct session ids, as a reader pasting all of them into
+    one `scripts/serve` would."""
+    tmp_path = tmp_path_factory.mktemp("readme-server")
+    port = free_port()
+    env = _clean_env() | {
+        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'readme.db'}",
+        "LOG_LEVEL": "warning",
+    }
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "session-memory"), "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def run_file(relative: str, url: str, tmp_path: Path, *, extra_env: dict[str, str]) -> None:
+    path = ROOT / relative
+    snippets = extract_snippets(path)
+    port = int(url.rsplit(":", 1)[1])
+    script, steps = build_script(snippets, port)
+    assert steps, f"{relative}: no runnable snippet found"
+    workdir = tmp_path / "work"
+    workdir.mkdir(parents=True)
+    env = _clean_env() | {"SNIPPET_PYTHON": sys.executable} | extra_env
+    results = run_script(script, env, workdir)
+    failures: list[str] = []
+    for index, (command, kind) in enumerate(steps):
+        where = f"{relative}:{command.line}"
+        if index not in results:
+            failures.append(f"{where}: did not run (an earlier step stopped the script)")
+            break
+        code, output = results[index]
+        if code != 0:
+            failures.append(f"{where}: {kind} snippet exited {code}\n{output[-2000:]}")
+            continue
+        failures.extend(f"{where}: shown but not in output: {m}" for m in check_shown(command, output))
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_extractor_splits_commands_and_their_shown_output() -> None:
+    code = (
+        "# a comment that explains\n"
+        "curl -s -X POST x -d '{\"a\":\n"
+        "   1}'\n"
+        '# {"version": 3,\n'
+        '#  "report": {"projected_tokens": 28}}\n'
+        "\n"
+        "curl -si y | grep -i etag\n"
+        '# etag: "2"\n'
+        "A=$(echo 1 \\\n  | cat)\n"
+        "# 204\n"
+    )
+    commands = split_commands(code, 1)
+    assert [c.line for c in commands] == [2, 7, 9]
+    assert commands[0].shown == ['{"version": 3,', '"report": {"projected_tokens": 28}}']
+    assert commands[1].shown == ['etag: "2"']
+    assert check_shown(commands[0], '{"version": 3, "report": {"projected_tokens": 28}}') == []
+    assert check_shown(commands[0], '{"version": 4, "report": {"projected_tokens": 28}}')
+    assert check_shown(commands[1], 'HTTP/1.1 200 OK\r\netag: "2"') == []
+    assert check_shown(commands[1], 'etag: "3"')
+    assert commands[2].shown == ["204"]
+    assert check_shown(commands[2], "204") == [] and check_shown(commands[2], "404")
+
+
+def _readme_skips(relative: str) -> int:
+    return sum(s.skipped for s in extract_snippets(ROOT / relative))
+
+
+def _openai_env(api: FakeResponsesAPI) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": "sk-test-readme",
+        "OPENAI_BASE_URL": api.base_url,
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    }
+
+
+@pytest.mark.timeout(900)
+def test_readme_snippets_run_as_pasted_then_the_client_readme(
+    readme_server: str, tmp_path: Path
+) -> None:
+    assert _readme_skips("README.md") <= 3
+    assert _readme_skips("clients/python/README.md") <= 1
+    with FakeResponsesAPI() as openai_api:
+        run_file("README.md", readme_server, tmp_path / "main", extra_env=_openai_env(openai_api))
+        # The Python client's loop stored its three items; the Agents SDK's second run was
+        # sent the first run's conversation, read back from the service.
+        session = httpx.get(readme_server + "/v1/sessions/agent-42").json()
+        assert session["item_count"] == 3
+        assert len(openai_api.bodies) == 2
+        second_input = json.dumps(openai_api.bodies[1]["input"])
+        assert "What city is the Eiffel Tower in?" in second_input
+        assert "Answer 1." in second_input
+        agent_session = httpx.get(readme_server + "/v1/sessions/user%40example.com").json()
+        assert agent_session["item_count"] == 4
+
+        # The client README, pasted after the main one into the same server: its ids are its
+        # own (no 409 from a session the walk-through created).
+        run_file(
+            "clients/python/README.md",
+            readme_server,
+            tmp_path / "client",
+            extra_env=_openai_env(openai_api),
+        )
+        assert len(openai_api.bodies) == 4
+
+
+@pytest.mark.timeout(600)
+def test_api_guide_examples_run_as_pasted(readme_server: str, tmp_path: Path) -> None:
+    assert _readme_skips("docs/api-guide.md") <= 2
+    run_file("docs/api-guide.md", readme_server, tmp_path, extra_env={})
+    # The examples left what they say: the branch came from the snapshot, the copy from its
+    # document, and the reader key is confined to the guide's sessions.
+    branch = httpx.get(readme_server + "/v1/sessions/guide-branch").json()
+    copy = httpx.get(readme_server + "/v1/sessions/guide-copy").json()
+    assert branch["item_count"] == copy["item_count"] == 5
+    keys = httpx.get(readme_server + "/v1/admin/keys").json()["items"]
+    assert [(k["name"], k["session_prefix"]) for k in keys] == [("reader", "guide")]
