@@ -81,6 +81,8 @@ def check_ttl(value: Any) -> int | None:
     """``config.ttl_seconds``: a whole number of seconds, 1 up to ``MAX_RETENTION_SECONDS``."""
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON Schema's integer: 583.0 is one, as in every request body
     if (
         isinstance(value, bool)
         or not isinstance(value, int)

@@ -67,7 +67,9 @@ def check_config(config: dict[str, Any]) -> dict[str, Any]:
             )
     if config.get("auto_compact") is not None:
         parse_auto_compact(config["auto_compact"])
-    check_ttl(config.get("ttl_seconds"))
+    if config.get("ttl_seconds") is not None:
+        # a whole float (583.0) is the integer JSON Schema says it is: kept as one
+        config = {**config, "ttl_seconds": check_ttl(config["ttl_seconds"])}
     if config.get("retention") is not None:
         parse_retention(config["retention"])
     return config

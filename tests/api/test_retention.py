@@ -452,3 +452,15 @@ async def test_erase_tenant(world: World) -> None:
     assert (await other.request("GET", "/v1/sessions/keep-me")).status_code == 200
     boot = {"Authorization": f"Bearer {BOOTSTRAP}"}
     assert_problem(await t.client.get(f"/v1/admin/tenants/{t.id}/storage", headers=boot), 404)
+
+
+async def test_a_whole_float_ttl_is_the_integer_it_equals(world: World) -> None:
+    """JSON Schema's integer admits 583.0 (a snapshot document restored from another language
+    may carry one): accepted, kept as 583, and it expires the session like 583 would."""
+    from app.domain.sessions import check_config
+
+    assert check_config({"ttl_seconds": 583.0}) == {"ttl_seconds": 583}
+    t = await world.tenant()
+    created = await t.create(sid(), config={"ttl_seconds": 3600.0})
+    assert created["config"] == {"ttl_seconds": 3600}
+    assert _ts(created["expires_at"]) - _ts(created["updated_at"]) == timedelta(seconds=3600)
