@@ -66,6 +66,11 @@ def parse_retention(value: Any) -> RetentionConfig:
     """``config.retention`` validated, or ``InvalidInput`` with ``loc`` under it."""
     if value is None:
         return RetentionConfig()
+    if isinstance(value, dict):
+        # a whole float (6393.0) is the integer JSON Schema says it is
+        value = {
+            k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in value.items()
+        }
     try:
         return RetentionConfig.model_validate(value)
     except ValidationError as exc:

@@ -71,5 +71,6 @@ def check_config(config: dict[str, Any]) -> dict[str, Any]:
         # a whole float (583.0) is the integer JSON Schema says it is: kept as one
         config = {**config, "ttl_seconds": check_ttl(config["ttl_seconds"])}
     if config.get("retention") is not None:
-        parse_retention(config["retention"])
+        retention = parse_retention(config["retention"])
+        config = {**config, "retention": retention.model_dump(exclude_unset=True)}
     return config

@@ -460,6 +460,9 @@ async def test_a_whole_float_ttl_is_the_integer_it_equals(world: World) -> None:
     from app.domain.sessions import check_config
 
     assert check_config({"ttl_seconds": 583.0}) == {"ttl_seconds": 583}
+    assert check_config({"retention": {"history_seconds": 6393.0}}) == {
+        "retention": {"history_seconds": 6393}
+    }
     t = await world.tenant()
     created = await t.create(sid(), config={"ttl_seconds": 3600.0})
     assert created["config"] == {"ttl_seconds": 3600}
