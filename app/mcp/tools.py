@@ -53,7 +53,6 @@ from app.services import sessions as sessions_service
 from app.services import snapshots as snapshots_service
 from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime
 from app.store.search import SearchHit
-from app.store.snapshots import SnapshotRecord
 
 INSTRUCTIONS = """Session Memory keeps an agent's conversation (its items: messages, tool calls
 and outputs, reasoning) and builds the next-turn prompt within a budget. Append what happened
@@ -141,31 +140,9 @@ async def _call(
         return failed(domain_problem(exc))
 
 
-# The REST bodies of the operations whose encoders live in their route modules.
-
-
-def _snapshot_dict(record: SnapshotRecord) -> dict[str, object]:
-    return {
-        "id": record.id,
-        "label": record.label,
-        "version": record.version,
-        "item_count": record.item_count,
-        "created_at": record.created_at,
-    }
-
-
-def _encode_snapshot(record: SnapshotRecord) -> Encoded:
-    return Encoded(201, dumps(_snapshot_dict(record)))
-
-
-def _encode_restore(result: snapshots_service.RestoreResult) -> Encoded:
-    body = {
-        "undo_snapshot_id": result.undo_snapshot_id,
-        "snapshot_id": result.snapshot_id,
-        "restored_items": result.restored_items,
-        "session": session_dict(result.state),
-    }
-    return Encoded(200, dumps(body), version=result.state.version)
+# The REST bodies of the operations whose encoders live in their route modules
+# (snapshots: app.api.snapshot_encoding, shared with the REST routes).
+from app.api.snapshot_encoding import encode_restore, encode_snapshot, snapshot_dict  # noqa: E402
 
 
 def _encode_append(result: items_service.AppendResult) -> Encoded:
@@ -548,7 +525,7 @@ def _snapshots(server: MCPServer) -> None:
             )
             return ok_value(
                 {
-                    "items": [_snapshot_dict(r) for r in rows],
+                    "items": [snapshot_dict(r) for r in rows],
                     "next_cursor": str(next_version) if next_version is not None else None,
                 }
             )
@@ -569,7 +546,7 @@ def _snapshots(server: MCPServer) -> None:
             body: SnapshotCreate = _validated(SnapshotCreate, {"label": label})
             idem = _idempotency(idempotency_key, "create_snapshot", sid, {"label": label})
             encoded = await snapshots_service.create_snapshot(
-                rt, actor, sid, label=body.label, idempotency=idem, encode=_encode_snapshot
+                rt, actor, sid, label=body.label, idempotency=idem, encode=encode_snapshot
             )
             return ok(encoded)
 
@@ -610,7 +587,7 @@ def _snapshots(server: MCPServer) -> None:
                 snapshot_id=body.snapshot_id,
                 document=body.snapshot,
                 idempotency=idem,
-                encode=_encode_restore,
+                encode=encode_restore,
             )
             return ok(encoded)
 

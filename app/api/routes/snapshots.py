@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
-from app.api.encoding import dumps, encode_session, session_dict
+from app.api.encoding import dumps, encode_session
 from app.api.memory_schemas import (
     ForkCreate,
     RestoreRead,
@@ -24,10 +24,10 @@ from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import SessionRead
 from app.api.session_ids import SessionIdPath
+from app.api.snapshot_encoding import encode_restore, encode_snapshot, snapshot_dict
 from app.domain.errors import InvalidInput
 from app.services import snapshots as service
 from app.services.runtime import Encoded
-from app.store.snapshots import SnapshotRecord
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["snapshots"])
 
@@ -35,28 +35,6 @@ SessionId = SessionIdPath
 SnapshotId = Annotated[str, Path(description="Snapshot id", max_length=128)]
 
 
-def _snapshot_dict(record: SnapshotRecord) -> dict[str, object]:
-    return {
-        "id": record.id,
-        "label": record.label,
-        "version": record.version,
-        "item_count": record.item_count,
-        "created_at": record.created_at,
-    }
-
-
-def _encode_snapshot(record: SnapshotRecord) -> Encoded:
-    return Encoded(201, dumps(_snapshot_dict(record)))
-
-
-def _encode_restore(result: service.RestoreResult) -> Encoded:
-    body = {
-        "undo_snapshot_id": result.undo_snapshot_id,
-        "snapshot_id": result.snapshot_id,
-        "restored_items": result.restored_items,
-        "session": session_dict(result.state),
-    }
-    return Encoded(200, dumps(body), version=result.state.version)
 
 
 # A snapshot page cursor is a session version (decimal digits); the spec declares the pattern.
@@ -97,7 +75,7 @@ async def create_snapshot(
         label=body.label if body else None,
         if_match=if_match,
         idempotency=idem,
-        encode=_encode_snapshot,
+        encode=encode_snapshot,
     )
     return json_response(encoded)
 
@@ -122,7 +100,7 @@ async def list_snapshots(
         rt, actor, session_id, before_version=_cursor(cursor), limit=limit
     )
     body = {
-        "items": [_snapshot_dict(r) for r in rows],
+        "items": [snapshot_dict(r) for r in rows],
         "next_cursor": str(next_version) if next_version is not None else None,
     }
     return json_response(Encoded(200, dumps(body)))
@@ -179,7 +157,7 @@ async def restore_session(
         document=body.snapshot,
         if_match=if_match,
         idempotency=idem,
-        encode=_encode_restore,
+        encode=encode_restore,
     )
     return json_response(encoded)
 
