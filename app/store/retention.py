@@ -14,6 +14,7 @@ events, snapshots, compactions and the idempotency records its writes stored.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -56,12 +57,12 @@ _CHILDREN: tuple[tuple[sa.Table, str | None], ...] = (
 SESSION_TABLES = ("sessions", *(t.name for t, _ in _CHILDREN))
 
 
-def _size(db: AsyncConnection, table: sa.Table) -> sa.ColumnElement[int]:
+def _size(dialect: str, table: sa.Table) -> sa.ColumnElement[int]:
     """The stored bytes of a row's texts and JSON (0 for NULLs)."""
     parts: list[sa.ColumnElement[Any]] = []
     for name in _SIZED[table.name]:
         text = sa.cast(table.c[name], sa.Text)
-        if db.dialect.name == "sqlite":
+        if dialect == "sqlite":
             measured = sa.func.length(sa.cast(text, sa.LargeBinary))
         else:
             measured = sa.func.octet_length(text)
@@ -72,7 +73,7 @@ def _size(db: AsyncConnection, table: sa.Table) -> sa.ColumnElement[int]:
     return total
 
 
-def _of(table: sa.FromClause, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
+def _of(table: sa.FromClause, tenant_id: Any, session_id: Any) -> sa.ColumnElement[bool]:
     return sa.and_(table.c.tenant_id == tenant_id, table.c.session_id == session_id)
 
 
@@ -187,7 +188,11 @@ class RetentionRepository:
             inner = table.alias("doomed")
             chosen = sa.select(inner.c[key]).where(where(inner)).order_by(inner.c[key]).limit(limit)
             target = sa.and_(target, table.c[key].in_(chosen.scalar_subquery()))
-        stmt = sa.delete(table).where(target).returning(table.c[key], _size(self.db, table))
+        stmt = (
+            sa.delete(table)
+            .where(target)
+            .returning(table.c[key], _size(self.db.dialect.name, table))
+        )
         rows = (await self.db.execute(stmt)).all()
         return Pruned([r[0] for r in rows], sum(int(r[1] or 0) for r in rows))
 
@@ -313,7 +318,9 @@ class RetentionRepository:
             stmt = (
                 sa.delete(table)
                 .where(sa.tuple_(*pk).in_(chosen))
-                .returning(table.c.tenant_id, table.c.session_id, _size(self.db, table))
+                .returning(
+                    table.c.tenant_id, table.c.session_id, _size(self.db.dialect.name, table)
+                )
             )
             rows = (await self.db.execute(stmt)).all()
             for tenant_id, session_id, size in rows:
@@ -325,7 +332,9 @@ class RetentionRepository:
             await self.db.execute(
                 sa.delete(sessions)
                 .where(sa.tuple_(sessions.c.tenant_id, sessions.c.id).in_(list(keys)))
-                .returning(sessions.c.tenant_id, sessions.c.id, _size(self.db, sessions))
+                .returning(
+                    sessions.c.tenant_id, sessions.c.id, _size(self.db.dialect.name, sessions)
+                )
             )
         ).all()
         for tenant_id, session_id, size in gone:
@@ -358,7 +367,9 @@ class RetentionRepository:
 
     async def _delete_sized(self, table: sa.Table, where: sa.ColumnElement[bool]) -> Pruned:
         rows = (
-            await self.db.execute(sa.delete(table).where(where).returning(_size(self.db, table)))
+            await self.db.execute(
+                sa.delete(table).where(where).returning(_size(self.db.dialect.name, table))
+            )
         ).all()
         return Pruned([None] * len(rows), sum(int(r[0] or 0) for r in rows))
 
@@ -445,24 +456,9 @@ class RetentionRepository:
 
     async def session_storage(self, tenant_id: str, session_id: str) -> dict[str, Usage]:
         """Rows and bytes of working memory, archive, snapshots and events (one statement)."""
-        parts = [
-            sa.select(
-                sa.case((items.c.archived, "archive"), else_="working_memory").label("kind"),
-                sa.func.count().label("rows"),
-                sa.func.coalesce(sa.func.sum(_size(self.db, items)), 0).label("bytes"),
-            )
-            .where(_of(items, tenant_id, session_id))
-            .group_by(items.c.archived),
-        ]
-        for table in (snapshots, events):
-            parts.append(
-                sa.select(
-                    sa.literal(table.name).label("kind"),
-                    sa.func.count().label("rows"),
-                    sa.func.coalesce(sa.func.sum(_size(self.db, table)), 0).label("bytes"),
-                ).where(_of(table, tenant_id, session_id))
-            )
-        rows = (await self.db.execute(sa.union_all(*parts))).all()
+        statement = _session_storage_statement(self.db.dialect.name)
+        params = {"tenant_id": tenant_id, "session_id": session_id}
+        rows = (await self.db.execute(statement, params)).all()
         return _usage(rows)
 
     async def tenant_storage(self, tenant_id: str) -> dict[str, Usage]:
@@ -471,7 +467,7 @@ class RetentionRepository:
             sa.select(
                 sa.case((items.c.archived, "archive"), else_="working_memory").label("kind"),
                 sa.func.count().label("rows"),
-                sa.func.coalesce(sa.func.sum(_size(self.db, items)), 0).label("bytes"),
+                sa.func.coalesce(sa.func.sum(_size(self.db.dialect.name, items)), 0).label("bytes"),
             )
             .where(items.c.tenant_id == tenant_id)
             .group_by(items.c.archived),
@@ -481,11 +477,38 @@ class RetentionRepository:
                 sa.select(
                     sa.literal(table.name).label("kind"),
                     sa.func.count().label("rows"),
-                    sa.func.coalesce(sa.func.sum(_size(self.db, table)), 0).label("bytes"),
+                    sa.func.coalesce(sa.func.sum(_size(self.db.dialect.name, table)), 0).label(
+                        "bytes"
+                    ),
                 ).where(table.c.tenant_id == tenant_id)
             )
         rows = (await self.db.execute(sa.union_all(*parts))).all()
         return _usage(rows)
+
+
+@functools.cache
+def _session_storage_statement(dialect: str) -> sa.CompoundSelect:
+    """Built once per backend (building it costs more than running it: GET of a session is a
+    hot read), with the tenant and session as bind parameters."""
+    tenant_id, session_id = sa.bindparam("tenant_id"), sa.bindparam("session_id")
+    parts = [
+        sa.select(
+            sa.case((items.c.archived, "archive"), else_="working_memory").label("kind"),
+            sa.func.count().label("rows"),
+            sa.func.coalesce(sa.func.sum(_size(dialect, items)), 0).label("bytes"),
+        )
+        .where(_of(items, tenant_id, session_id))
+        .group_by(items.c.archived),
+    ]
+    for table in (snapshots, events):
+        parts.append(
+            sa.select(
+                sa.literal(table.name).label("kind"),
+                sa.func.count().label("rows"),
+                sa.func.coalesce(sa.func.sum(_size(dialect, table)), 0).label("bytes"),
+            ).where(_of(table, tenant_id, session_id))
+        )
+    return sa.union_all(*parts)
 
 
 def _usage(rows: Iterable[Sequence[Any]]) -> dict[str, Usage]:

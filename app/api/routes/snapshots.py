@@ -35,8 +35,6 @@ SessionId = SessionIdPath
 SnapshotId = Annotated[str, Path(description="Snapshot id", max_length=128)]
 
 
-
-
 # A snapshot page cursor is a session version (decimal digits); the spec declares the pattern.
 CURSOR_PATTERN = r"^[0-9]{1,18}$"
 _CURSOR_RE = re.compile(CURSOR_PATTERN)
