@@ -11,8 +11,7 @@ from fastapi import FastAPI
 
 from app.api.auth import AuthMiddleware, declare_security
 from app.api.body_guard import JsonGuardMiddleware
-from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from app.api.observability import ObservabilityMiddleware, instrument
+from app.api.observability import EdgeMiddleware, instrument
 from app.api.openapi_examples import declare_examples
 from app.api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
 from app.api.routes import (
@@ -123,9 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enabled=app.state.auth_required,
         default_tenant=settings.auth.default_tenant,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.max_body_bytes)
-    app.add_middleware(ObservabilityMiddleware)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(EdgeMiddleware, max_bytes=settings.limits.max_body_bytes)
     _declare_problem_schema(app)
     declare_security(app)
     declare_examples(app)

@@ -1,8 +1,8 @@
 """Per-request observability: latency metrics by route template, the JSON access log line, and
 the request id in the logging context.
 
-The middleware sits inside ``RequestIdMiddleware`` (so the id is known) and outside the body
-limit (so 413s are measured and logged too). The route label is the matched route's template
+``EdgeMiddleware`` is the outermost layer: it sets the request id first and applies the body
+limit itself (so 413s are measured and logged too). The route label is the matched route's template
 (``/v1/sessions/{session_id}/items``), never the raw path, so label cardinality is bounded by
 the API; requests that match no route are labelled ``unmatched``.
 """
@@ -16,7 +16,12 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import metrics
-from app.api.middleware import request_id_of
+from app.api.middleware import (
+    BodyTooLarge,
+    body_too_large,
+    declared_length,
+    request_id_from,
+)
 from app.logs import REQUEST_ID
 from app.services.runtime import Runtime
 
@@ -49,26 +54,77 @@ def instrument(app: FastAPI, runtime: Runtime) -> None:
     metrics.install(runtime, runtime.locks)
 
 
-class ObservabilityMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+class EdgeMiddleware:
+    """The outermost layer, one per request: the request id, the body size limit, latency
+    metrics and the access log line. One layer with one ``send`` and one ``receive`` wrapper
+    (they were three middlewares; each layer costs every request its own wrappers).
+
+    - ``X-Request-ID``: echoed (a new one when missing or malformed), in ``scope["state"]``
+      and in the logging context for the whole request.
+    - Bodies over ``max_bytes``, declared or streamed, get a 413 problem (measured and logged
+      like any other response).
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
+        self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        token = REQUEST_ID.set(request_id_of(scope.get("state")))
+        request_id = request_id_from(scope["headers"])
+        scope.setdefault("state", {})["request_id"] = request_id
+        token = REQUEST_ID.set(request_id)
+        raw_id = request_id.encode()
         status = 500  # what the client gets if the app fails before responding
+        declared = declared_length(scope["headers"])
+        seen = 0
+        exceeded = declared > self.max_bytes
+        refused = False
 
-        async def send_with_status(message: Message) -> None:
+        async def edge_receive() -> Message:
+            nonlocal seen, exceeded
+            if exceeded:
+                raise BodyTooLarge
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    exceeded = True
+                    raise BodyTooLarge
+            return message
+
+        async def edge_send(message: Message) -> None:
+            nonlocal refused
+            if exceeded:
+                # Whatever the app makes of a truncated body (frameworks turn read errors
+                # into 400s), the client gets the 413 it deserves.
+                if not refused:
+                    refused = True
+                    await self._refuse(scope, receive, edge_send_raw)
+                return
+            await edge_send_raw(message)
+
+        async def edge_send_raw(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", raw_id)]
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_status)
+            if exceeded:
+                refused = True
+                await self._refuse(scope, receive, edge_send_raw)
+            else:
+                try:
+                    await self.app(scope, edge_receive, edge_send)
+                except BodyTooLarge:
+                    if not refused:
+                        refused = True
+                        await self._refuse(scope, receive, edge_send_raw)
         except BaseException:
             # The id stays set: the error is logged outside this middleware (Starlette's
             # ServerErrorMiddleware, then uvicorn), in this same request task.
@@ -76,6 +132,9 @@ class ObservabilityMiddleware:
             raise
         self._observe(scope, status, start)
         REQUEST_ID.reset(token)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await body_too_large(self.max_bytes, scope)(scope, receive, send)
 
     @staticmethod
     def _observe(scope: Scope, status: int, start: float) -> None:

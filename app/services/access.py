@@ -20,6 +20,7 @@ from app.domain.retention import is_expired
 from app.domain.sessions import SessionState, check_session_id
 from app.services.runtime import Actor, event, utcnow
 from app.store.events import EventRepository
+from app.store.raw import DriverConnection
 from app.store.sessions import Counters, SessionRepository
 
 
@@ -52,7 +53,9 @@ def found(state: SessionState | None, session_id: str) -> SessionState:
     return state
 
 
-async def load_session(db: AsyncConnection, actor: Actor, session_id: str) -> SessionState:
+async def load_session(
+    db: AsyncConnection | DriverConnection, actor: Actor, session_id: str
+) -> SessionState:
     check_visible(actor, session_id)
     return found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
 

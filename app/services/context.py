@@ -40,6 +40,7 @@ from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
 from app.store.context import ContextRepository, WindowKeys
 from app.store.items import ItemRepository
+from app.store.raw import DriverConnection
 
 MAX_ATTEMPTS = 12
 
@@ -83,7 +84,10 @@ async def read_context(
     overrides: Mapping[str, object],
 ) -> ContextResult:
     memo = rt.store.prompt_cache
-    async with rt.store.read() as db:
+    # Postgres: the usual case is only RawQuery statements, each in autocommit, on a pooled
+    # connection without SQLAlchemy's Connection around it (``Store.statements``).
+    connection = rt.store.read() if rt.store.is_sqlite else rt.store.statements()
+    async with connection as db:
         # The session row alone (one statement, no transaction) says if the prompt is known;
         # if not, the same connection goes on with the usual case.
         state = await load_session(db, actor, session_id)
@@ -116,7 +120,7 @@ def _memo_key(actor: Actor, state: SessionState, format: FormatName, budget: Bud
 
 
 def _repository(
-    rt: Runtime, db: AsyncConnection, actor: Actor, state: SessionState
+    rt: Runtime, db: AsyncConnection | DriverConnection, actor: Actor, state: SessionState
 ) -> ContextRepository:
     return ContextRepository(
         db,
@@ -129,7 +133,7 @@ def _repository(
 
 async def _at_once(
     rt: Runtime,
-    db: AsyncConnection,
+    db: AsyncConnection | DriverConnection,
     actor: Actor,
     state: SessionState,
     budget: Budget,

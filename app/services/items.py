@@ -239,9 +239,10 @@ async def _append_one_statement(
                 idempotency.scope(actor), idempotency.request_hash, rt.idempotency_expiry(now)
             )
         )
-        async with rt.store.autocommit() as db:
+        taken = False
+        async with rt.store.statements() as conn:
             try:
-                state = await AppendRepository(db).append(
+                state = await AppendRepository(conn).append(
                     actor.tenant_id,
                     session_id,
                     batch=[(m.item, ids[i], m.tokens, m.chars) for i, m in enumerate(measured)],
@@ -252,19 +253,23 @@ async def _append_one_statement(
                     idempotency=record,
                 )
             except IdempotencyTaken:
-                assert idempotency is not None
+                taken = True
+        if taken:  # a retry (or an expired record): off the hot path, on a full connection
+            assert idempotency is not None
+            async with rt.store.autocommit() as db:
                 repo = IdempotencyRepository(db)
                 stored = await repo.get(idempotency.scope(actor))
                 if stored is not None and not (stored.expires_at and stored.expires_at <= now):
                     return None, rt.replayed(stored, idempotency, replay)
                 if stored is not None:
                     await repo.delete(idempotency.scope(actor))  # expired: this is a new write
-                if attempt == 2:
-                    raise
-                continue
-            if state is None:
+            if attempt == 2:
+                raise IdempotencyTaken
+            continue
+        if state is None:
+            async with rt.store.autocommit() as db:
                 await fail_write(db, actor, session_id, if_match)
-                raise AssertionError("unreachable")
+            raise AssertionError("unreachable")
         first_seq = state.last_seq - count + 1
         result = AppendResult(_stored(measured, ids, first_seq, now), state.version, state)
         return result, encode(result)

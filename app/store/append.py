@@ -34,7 +34,7 @@ from app.domain.items import NewItem
 from app.domain.sessions import SessionState
 from app.store.idempotency import IdempotencyScope, IdempotencyTaken, is_idempotency_conflict
 from app.store.items import body_columns
-from app.store.raw import RawQuery
+from app.store.raw import DriverConnection, RawQuery
 from app.store.sessions import SESSION_COLUMNS, UTC_COLUMNS, state_of_row
 from app.store.tables import UTCDateTime
 
@@ -134,7 +134,7 @@ class AppendRecipe:
 class AppendRepository:
     """Postgres only (data-modifying CTEs); SQLite takes the general path."""
 
-    def __init__(self, db: AsyncConnection) -> None:
+    def __init__(self, db: AsyncConnection | DriverConnection) -> None:
         self.db = db
 
     async def append(

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache
 from app.store.items import ITEM_COLUMNS, item_of_row
-from app.store.raw import RawQuery
+from app.store.raw import DriverConnection, RawQuery
 from app.store.tables import items as t
 from app.store.tables import sessions
 
@@ -249,7 +249,7 @@ class OlderItems:
 class ContextRepository:
     def __init__(
         self,
-        db: AsyncConnection,
+        db: AsyncConnection | DriverConnection,
         tenant_id: str,
         session_id: str,
         *,

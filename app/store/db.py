@@ -15,12 +15,14 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from app import jsonutil
 from app.domain.items import StoredItem
 from app.store.db_errors import DATABASE_ERRORS, domain_error_for
 from app.store.item_cache import ItemCache, PromptCache
 from app.store.migrate import ensure_sqlite_dir
+from app.store.raw import DriverConnection
 
 
 def _json_dumps(value: Any) -> str:
@@ -127,6 +129,29 @@ class Store:
                 yield conn
         except DATABASE_ERRORS as exc:
             self._raise_domain_error(exc)
+
+    @asynccontextmanager
+    async def statements(self) -> AsyncIterator[DriverConnection]:
+        """Postgres: a pooled connection in autocommit for ``RawQuery`` statements only (the
+        append, the context read), without SQLAlchemy's ``Connection`` (``DriverConnection``).
+        Each statement commits on its own, as in ``autocommit()``."""
+        assert not self.is_sqlite
+        try:
+            fairy = await self.engine.raw_connection()
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
+        driver = fairy.driver_connection
+        try:
+            await driver.set_autocommit(True)
+            yield DriverConnection(self.engine, fairy)
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
+        finally:
+            if fairy.is_valid:
+                if not driver.closed:
+                    # back as the pool hands connections out (SQLAlchemy's default isolation)
+                    await driver.set_autocommit(False)
+                await greenlet_spawn(fairy.close)
 
     @asynccontextmanager
     async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:

@@ -16,7 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from app.store.tables import as_utc
 
@@ -38,7 +39,7 @@ class RawQuery:
         self._sql: str | None = None
         self._defaults: dict[str, Any] = {}
 
-    def sql(self, db: AsyncConnection) -> str:
+    def sql(self, db: AsyncConnection | DriverConnection) -> str:
         if self._sql is None:
             compiled = self.postgres.compile(dialect=db.dialect)
             # values the statement carries itself (``role == "user"``), by their bind names
@@ -50,43 +51,73 @@ class RawQuery:
             self._sql = str(compiled)
         return self._sql
 
-    async def rows(self, db: AsyncConnection, params: Mapping[str, Any]) -> Sequence[Any]:
-        if db.dialect.name != "postgresql":
+    async def rows(
+        self, db: AsyncConnection | DriverConnection, params: Mapping[str, Any]
+    ) -> Sequence[Any]:
+        if isinstance(db, DriverConnection):
+            driver, pooled = db.fairy.driver_connection, db.fairy
+        elif db.dialect.name != "postgresql":
             return (await db.execute(self.statement, dict(params))).all()
-        raw = await db.get_raw_connection()
-        driver = raw.driver_connection
+        else:
+            pooled = await db.get_raw_connection()
+            driver = pooled.driver_connection
+        dialect = db.dialect
         sql = self.sql(db)
         values = {**self._defaults, **params}
         cursor = driver.cursor()  # type: ignore[union-attr]
         try:
             await cursor.execute(sql, values)  # prepared by psycopg once it repeats
             rows: list[Any] = await cursor.fetchall()
-        except db.dialect.loaded_dbapi.Error as exc:
+        except dialect.loaded_dbapi.Error as exc:
             # As SQLAlchemy would: a lost connection is invalidated (not returned to the pool)
             # and every driver error surfaces as the matching sqlalchemy.exc class, which the
             # store maps to problems (503 database-unavailable, 409 duplicate, ...).
-            lost = db.dialect.is_disconnect(exc, driver, cursor)
+            lost = dialect.is_disconnect(exc, driver, cursor)
             if lost:
                 # SQLAlchemy's own handling also retires the pool's other connections (a
                 # server restart or failover took them all); Pool._invalidate is how it does.
-                db.sync_engine.pool._invalidate(raw, exc)  # noqa: SLF001
+                # (Only the pool's generation here: the connection itself is invalidated by
+                # ``db.invalidate``, inside SQLAlchemy's greenlet, where closing it can run.)
+                db.sync_engine.pool._invalidate(pooled, exc, _checkin=False)  # noqa: SLF001
                 await db.invalidate(exc)
             raise sa_exc.DBAPIError.instance(
                 sql,
                 values,
                 exc,
-                db.dialect.loaded_dbapi.Error,
+                dialect.loaded_dbapi.Error,
                 connection_invalidated=lost,
-                dialect=db.dialect,
+                dialect=dialect,
             ) from exc
         finally:
             try:
                 await cursor.close()
-            except db.dialect.loaded_dbapi.Error:
+            except dialect.loaded_dbapi.Error:
                 pass  # the connection is gone; the error that matters is being raised
         if self.utc_columns and rows:
             rows = [_to_utc(row, self.utc_columns) for row in rows]
         return rows
+
+
+class DriverConnection:
+    """A pooled Postgres connection in autocommit, without SQLAlchemy's ``Connection`` around
+    it: for work that is only ``RawQuery`` statements (an append, a context read). Checking
+    one out and in costs about half of what a SQLAlchemy connection with its isolation level
+    set and reset does (``Store.statements()``); it is the same pool, so the same connections,
+    limits and invalidation."""
+
+    __slots__ = ("dialect", "engine", "fairy")
+
+    def __init__(self, engine: AsyncEngine, fairy: Any) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect
+        self.fairy = fairy
+
+    @property
+    def sync_engine(self) -> sa.Engine:
+        return self.engine.sync_engine
+
+    async def invalidate(self, exc: BaseException) -> None:
+        await greenlet_spawn(self.fairy.invalidate, exc)
 
 
 def _to_utc(row: tuple[Any, ...], columns: tuple[int, ...]) -> tuple[Any, ...]:

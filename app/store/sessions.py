@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import SessionExists
 from app.domain.sessions import SessionState
-from app.store.raw import RawQuery
+from app.store.raw import DriverConnection, RawQuery
 from app.store.retention import ErasedCounts, RetentionRepository
 from app.store.tables import UTCDateTime
 from app.store.tables import sessions as t
@@ -113,7 +113,8 @@ class Counters:
 
 
 class SessionRepository:
-    def __init__(self, db: AsyncConnection) -> None:
+    def __init__(self, db: AsyncConnection | DriverConnection) -> None:
+        # A DriverConnection (Store.statements) serves only the RawQuery reads (``get``).
         self.db = db
 
     def _key(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
@@ -281,9 +282,10 @@ class SessionRepository:
             ttl: Any = t.c.ttl_seconds
             if "ttl_seconds" in values:
                 ttl = sa.cast(sa.literal(values["ttl_seconds"]), sa.BigInteger)
-            values["expires_at"] = sa.bindparam(
-                "renew_now", now, type_=UTCDateTime()
-            ) + sa.literal_column("INTERVAL '1 second'", type_=sa.Interval()) * ttl
+            values["expires_at"] = (
+                sa.bindparam("renew_now", now, type_=UTCDateTime())
+                + sa.literal_column("INTERVAL '1 second'", type_=sa.Interval()) * ttl
+            )
         stmt = (
             sa.update(t)
             .where(where)

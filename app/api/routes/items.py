@@ -8,9 +8,10 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from app.api.deps import (
+    IDEMPOTENCY_KEY,
+    IF_MATCH,
     ActorDep,
-    IdempotencyKeyHeader,
-    IfMatchHeader,
+    ReadInRoute,
     RuntimeDep,
     actor_of,
     expected_version,
@@ -45,6 +46,16 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     return Encoded(201, body, version=result.version)
 
 
+_CREATE = ReadInRoute(
+    "query",
+    "create",
+    {"type": "boolean"},
+    description="Create the session if it does not exist",
+    title="Create",
+    default=False,
+)
+
+
 @router.post(
     "",
     status_code=201,
@@ -52,19 +63,16 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     operation_id="appendItems",
     summary="Append a batch of items (atomic: all or none)",
     responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
+    openapi_extra={"parameters": [_CREATE.spec, IF_MATCH.spec, IDEMPOTENCY_KEY.spec]},
 )
 async def append_items(
-    request: Request,
-    session_id: AppendSessionId,
-    body: ItemsAppend,
-    if_match: IfMatchHeader = None,
-    idempotency_key: IdempotencyKeyHeader = None,
-    create: Annotated[bool, Query(description="Create the session if it does not exist")] = False,
+    request: Request, session_id: AppendSessionId, body: ItemsAppend
 ) -> Response:
-    # Every agent's hot path: the request's parts are read here, not through Depends
-    # (see app.api.deps).
-    version = expected_version(if_match)
-    idem = idempotency_of(request, idempotency_key, await request.body())
+    # Every agent's hot path: the query and headers are read here (``ReadInRoute``), not
+    # declared as parameters, and the runtime and caller without Depends (app.api.deps).
+    create: bool = _CREATE.read(request)
+    version = expected_version(IF_MATCH.read(request))
+    idem = idempotency_of(request, IDEMPOTENCY_KEY.read(request), await request.body())
     batch = service.ingest_batch(body.format, body.items, system=body.system)
     encoded = await service.append_items(
         runtime_of(request),
