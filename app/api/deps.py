@@ -70,17 +70,19 @@ IdempotencyKeyHeader = Annotated[
 
 
 class ReadInRoute:
-    """A header or query parameter the route reads itself, published in the spec through the
-    route's ``openapi_extra`` (``spec``) exactly as FastAPI would publish it. For the append,
-    every agent's hot path: FastAPI 0.165 re-inspects each declared parameter's annotation on
-    every request, which cost an append more CPU than its tokenizing and its SQL together.
-    A bad value is refused as FastAPI refuses one: a ``RequestValidationError`` (422
-    ``validation-error``) located at ``[location, name]``."""
+    """A path, query or header parameter the route reads itself, published in the spec
+    through the route's ``openapi_extra`` (``spec``) exactly as FastAPI would publish it. For
+    the append, every agent's hot path: FastAPI 0.165 re-inspects each declared parameter's
+    annotation on every request, which cost an append more CPU than its tokenizing and its
+    SQL together. ``kind`` is the parameter's type (validated with pydantic, as FastAPI
+    would); ``schema`` its published JSON schema. A bad value is refused as FastAPI refuses
+    one: a ``RequestValidationError`` (422 ``validation-error``) at ``[location, name]``."""
 
     def __init__(
         self,
-        location: Literal["header", "query"],
+        location: Literal["path", "query", "header"],
         name: str,
+        kind: Any,
         schema: dict[str, Any],
         *,
         description: str,
@@ -90,23 +92,25 @@ class ReadInRoute:
         self.location = location
         self.name = name
         self.default = default
-        kind = {"string": str, "boolean": bool}[schema["type"]]
-        pattern = schema.get("pattern")
-        self._adapter: TypeAdapter[Any] = TypeAdapter(
-            Annotated[kind, Field(pattern=pattern)] if pattern else kind
-        )
+        self._adapter: TypeAdapter[Any] = TypeAdapter(kind)
         with_default = {} if default is None else {"default": default}
+        # FastAPI repeats a query or header parameter's description inside its schema
+        inner = {} if location == "path" else {"description": description}
         self.spec = {
             "name": name,
             "in": location,
-            "required": False,
-            "schema": {**schema, "description": description, **with_default, "title": title},
+            "required": location == "path",
+            "schema": {**schema, **inner, **with_default, "title": title},
             "description": description,
         }
 
     def read(self, request: Request) -> Any:
-        source = request.headers if self.location == "header" else request.query_params
-        raw = source.get(self.name)
+        if self.location == "path":
+            raw = request.path_params.get(self.name)
+        elif self.location == "query":
+            raw = request.query_params.get(self.name)
+        else:
+            raw = request.headers.get(self.name)
         if raw is None:
             return self.default
         try:
@@ -120,6 +124,7 @@ class ReadInRoute:
 IF_MATCH = ReadInRoute(
     "header",
     "if-match",
+    Annotated[str, Field(pattern=IF_MATCH_PATTERN)],
     {"type": "string", "pattern": IF_MATCH_PATTERN},
     description=IF_MATCH_DESCRIPTION,
     title="If-Match",
@@ -127,6 +132,7 @@ IF_MATCH = ReadInRoute(
 IDEMPOTENCY_KEY = ReadInRoute(
     "header",
     "idempotency-key",
+    Annotated[str, Field(pattern=IDEMPOTENCY_KEY_PATTERN)],
     {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     description=IDEMPOTENCY_KEY_DESCRIPTION,
     title="Idempotency-Key",

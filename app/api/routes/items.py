@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
+from pydantic import TypeAdapter
 
 from app.api.deps import (
     IDEMPOTENCY_KEY,
@@ -37,8 +38,6 @@ from app.services.runtime import Encoded
 router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
 
 SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
-# An append may create the session (`?create=true`): the same rule as every session id.
-AppendSessionId = SessionId
 
 
 def _encode_append(result: service.AppendResult) -> Encoded:
@@ -46,9 +45,18 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     return Encoded(201, body, version=result.version)
 
 
+_SESSION_ID = ReadInRoute(
+    "path",
+    "session_id",
+    SessionIdValue,
+    TypeAdapter(SessionIdValue).json_schema(),
+    description=SESSION_ID_DESCRIPTION,
+    title="Session Id",
+)
 _CREATE = ReadInRoute(
     "query",
     "create",
+    bool,
     {"type": "boolean"},
     description="Create the session if it does not exist",
     title="Create",
@@ -63,13 +71,15 @@ _CREATE = ReadInRoute(
     operation_id="appendItems",
     summary="Append a batch of items (atomic: all or none)",
     responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
-    openapi_extra={"parameters": [_CREATE.spec, IF_MATCH.spec, IDEMPOTENCY_KEY.spec]},
+    openapi_extra={
+        "parameters": [_SESSION_ID.spec, _CREATE.spec, IF_MATCH.spec, IDEMPOTENCY_KEY.spec]
+    },
 )
-async def append_items(
-    request: Request, session_id: AppendSessionId, body: ItemsAppend
-) -> Response:
-    # Every agent's hot path: the query and headers are read here (``ReadInRoute``), not
-    # declared as parameters, and the runtime and caller without Depends (app.api.deps).
+async def append_items(request: Request, body: ItemsAppend) -> Response:
+    # Every agent's hot path: the path, query and headers are read here (``ReadInRoute``),
+    # not declared as parameters, and the runtime and caller without Depends (app.api.deps).
+    # (An append may create the session, ``?create=true``: the same rule as every session id.)
+    session_id: str = _SESSION_ID.read(request)
     create: bool = _CREATE.read(request)
     version = expected_version(IF_MATCH.read(request))
     idem = idempotency_of(request, IDEMPOTENCY_KEY.read(request), await request.body())
