@@ -65,11 +65,13 @@ class Store:
             busy_ms = 15000 if lock_wait_seconds is None else max(1, int(lock_wait_seconds * 1000))
             _configure_sqlite(engine, busy_ms=busy_ms)
         else:
+            # Timestamps come back as UTC datetimes, whatever the server's default zone.
+            options = ["-c TimeZone=UTC"]
             if lock_wait_seconds is not None:
                 # A write waits this long for the session row another write holds, then
                 # fails (SQLSTATE 55P03) with a retryable 503 instead of hanging.
-                timeout_ms = max(1, int(lock_wait_seconds * 1000))
-                kwargs["connect_args"] = {"options": f"-c lock_timeout={timeout_ms}"}
+                options.append(f"-c lock_timeout={max(1, int(lock_wait_seconds * 1000))}")
+            kwargs["connect_args"] = {"options": " ".join(options)}
             engine = create_async_engine(
                 url,
                 pool_size=pool_size,

@@ -5,13 +5,15 @@ processors, greenlet hops) costing about as much as the round trip to Postgres. 
 statements every read makes, the SQL text is compiled once from the same SQLAlchemy
 statement and sent through the driver connection underneath the SQLAlchemy one (same
 transaction, same pool, JSON decoded by the same loaders SQLAlchemy registered on it).
-Timestamps come back in UTC, as ``UTCDateTime`` would give them. Other backends go through
-SQLAlchemy unchanged.
+Timestamps come back in UTC, as ``UTCDateTime`` would give them: the store's connections run
+with ``TimeZone=UTC``, so psycopg already returns them so (converted only otherwise). Other
+backends go through SQLAlchemy unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from typing import Any
 
 import sqlalchemy as sa
@@ -93,7 +95,8 @@ class RawQuery:
                 await cursor.close()
             except dialect.loaded_dbapi.Error:
                 pass  # the connection is gone; the error that matters is being raised
-        if self.utc_columns and rows:
+        if self.utc_columns and rows and driver.info.timezone is not UTC:  # type: ignore[union-attr]
+            # (the store's connections run in UTC, so this is for a connection that does not)
             rows = [_to_utc(row, self.utc_columns) for row in rows]
         return rows
 
