@@ -339,12 +339,7 @@ class ContextRepository:
         if cache is None:
             missing = list(seqs)
         else:
-            for seq in seqs:
-                item = cache.get((*base, seq))
-                if item is None:
-                    missing.append(seq)
-                else:
-                    found[seq] = item
+            found, missing = cache.get_many(base, seqs)
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
             stmt = _BODIES if live_only else _ANY_BODIES

@@ -295,6 +295,23 @@ def test_item_cache_is_bounded_and_skips_large_items() -> None:
     assert cache.get(keys[2]) is made[2] and cache.get(keys[3]) is None
 
 
+def test_item_cache_get_many_finds_by_seq_and_touches_what_it_finds() -> None:
+    from app.store.item_cache import ItemCache
+
+    cache = ItemCache(max_items=3)
+    made = [stored({"type": "message", "role": "user", "content": "x", "id": f"i{n}", "seq": n,
+                    "tokens": 1, "chars": 1, "pinned": False, "metadata": {},
+                    "created_at": "2026-11-29T12:00:00+00:00"}) for n in range(1, 4)]
+    base = ("t", "s", made[0].created_at)
+    for item in made:
+        cache.put((*base, item.seq), item)
+    found, missing = cache.get_many(base, [3, 7, 1, 8])
+    assert found == {3: made[2], 1: made[0]} and missing == [7, 8]
+    assert cache.get_many(("t", "other", made[0].created_at), [1]) == ({}, [1])
+    cache.put((*base, 4), made[0])  # evicts the least recently used: seq 2 (1 and 3 were read)
+    assert cache.get_many(base, [1, 2, 3])[1] == [2]
+
+
 async def test_every_write_is_seen_by_the_next_read(client: httpx.AsyncClient, sid: str) -> None:
     """A prompt is kept per (session, version, format, budget): after any kind of write, the
     next read with the same budget must serve what the whole working memory projects to now,
