@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import jsonutil
 from app.domain.errors import DuplicateItemId, InvalidInput, ItemNotFound, LimitExceeded
 from app.domain.formats import ingest
 from app.domain.items import (
@@ -60,6 +61,7 @@ class Measured:
     item: NewItem
     tokens: int
     chars: int
+    record_json: str  # what is stored, encoded once: measured here, written by the append
 
 
 def ingest_batch(fmt: str, raw_items: list[Any], *, system: Any = None) -> list[NewItem]:
@@ -101,12 +103,15 @@ def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
         )
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
+    records: list[bytes] = []
     for index, item in enumerate(batch):
         if item.id is not None:
             if item.id in seen:
                 errors.append({"loc": ["items", index, "id"], "msg": "duplicate id in the batch"})
             seen.add(item.id)
-        if json_size(record_of(item)) > limits.max_item_bytes:
+        encoded = jsonutil.dumps_bytes(record_of(item))
+        records.append(encoded)
+        if len(encoded) > limits.max_item_bytes:
             errors.append(
                 {
                     "loc": ["items", index],
@@ -134,7 +139,10 @@ def check_batch(rt: Runtime, batch: Sequence[NewItem]) -> list[Measured]:
             + "; ".join(dict.fromkeys(e["msg"] for e in errors)),
             errors=errors,
         )
-    return [Measured(item, item_tokens(item.body), item_chars(item.body)) for item in batch]
+    return [
+        Measured(item, item_tokens(item.body), item_chars(item.body), record.decode())
+        for item, record in zip(batch, records, strict=True)
+    ]
 
 
 async def append_items(
@@ -245,7 +253,10 @@ async def _append_one_statement(
                 state = await AppendRepository(conn).append(
                     actor.tenant_id,
                     session_id,
-                    batch=[(m.item, ids[i], m.tokens, m.chars) for i, m in enumerate(measured)],
+                    batch=[
+                        (m.item, ids[i], m.tokens, m.chars, m.record_json)
+                        for i, m in enumerate(measured)
+                    ],
                     now=now,
                     expected_version=if_match,
                     request_id=actor.request_id,

@@ -142,25 +142,25 @@ class AppendRepository:
         tenant_id: str,
         session_id: str,
         *,
-        batch: Sequence[tuple[NewItem, str, int, int]],
+        batch: Sequence[tuple[NewItem, str, int, int, str]],
         now: datetime,
         expected_version: int | None,
         request_id: str | None,
         actor: str | None,
         idempotency: AppendIdempotency | None = None,
     ) -> SessionState | None:
-        """Append ``batch`` ((item, id, tokens, chars), in order) and bump the session row,
+        """Append ``batch`` ((item, id, tokens, chars, the record as JSON), in order) and bump the session row,
         in one statement; ``None`` if the session is missing or not at ``expected_version``
         (nothing written). A live item id already taken raises ``DuplicateItemId``, a record
         already stored under ``idempotency``'s scope ``IdempotencyTaken`` (nothing written)."""
         rows: list[dict[str, Any]] = []
         tokens = chars = 0
-        for ordinal, (item, item_id, item_tokens, item_chars) in enumerate(batch, start=1):
+        for ordinal, (item, item_id, item_tokens, item_chars, record) in enumerate(batch, 1):
             rows.append(
                 {
                     "ord": ordinal,
                     "item_id": item_id,
-                    **body_columns(item),
+                    **body_columns(item, record_json=record),
                     "tokens": item_tokens,
                     "chars": item_chars,
                     "pinned": item.pinned,

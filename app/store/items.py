@@ -63,15 +63,16 @@ def item_of_row(row: sa.Row[Any]) -> StoredItem:
     )
 
 
-def body_columns(item: NewItem | StoredItem) -> dict[str, Any]:
+def body_columns(item: NewItem | StoredItem, *, record_json: str | None = None) -> dict[str, Any]:
     """The columns an item's body fills (both append paths write them the same way): the
-    record as JSON text, and what the queries select on, derived from the canonical body."""
+    record as JSON text (``record_json`` when the caller encoded it already), and what the
+    queries select on, derived from the canonical body."""
     body = item.body
     return {
         "type": body.type,
         "role": getattr(body, "role", None),
         "call_id": pair_value(item),
-        "body": jsonutil.dumps(record_of(item)),
+        "body": jsonutil.dumps(record_of(item)) if record_json is None else record_json,
         "format": item.format,
         "search_text": "\n".join(item_texts(body)),
     }

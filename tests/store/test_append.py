@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from app import jsonutil
 from app.domain.errors import DuplicateItemId
-from app.domain.items import NewItem, StoredItem, item_chars, parse_canonical_items
+from app.domain.items import NewItem, StoredItem, item_chars, parse_canonical_items, record_of
 from app.domain.sessions import SessionState
 from app.domain.tokens import item_tokens
 from app.store.append import AppendRepository
@@ -126,7 +127,13 @@ async def one_statement(
             "t-append",
             session_id,
             batch=[
-                (item, item_id, item_tokens(item.body), item_chars(item.body))
+                (
+                    item,
+                    item_id,
+                    item_tokens(item.body),
+                    item_chars(item.body),
+                    jsonutil.dumps(record_of(item)),
+                )  # fmt: skip
                 for item, item_id in zip(items, ids_for(items, round_), strict=True)
             ],
             now=NOW,
