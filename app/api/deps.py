@@ -11,6 +11,7 @@ CPU (cProfile, py-spy)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Header, HTTPException, Request
@@ -72,11 +73,13 @@ IdempotencyKeyHeader = Annotated[
 class ReadInRoute:
     """A path, query or header parameter the route reads itself, published in the spec
     through the route's ``openapi_extra`` (``spec``) exactly as FastAPI would publish it. For
-    the append, every agent's hot path: FastAPI 0.165 re-inspects each declared parameter's
-    annotation on every request, which cost an append more CPU than its tokenizing and its
-    SQL together. ``kind`` is the parameter's type (validated with pydantic, as FastAPI
-    would); ``schema`` its published JSON schema. A bad value is refused as FastAPI refuses
-    one: a ``RequestValidationError`` (422 ``validation-error``) at ``[location, name]``."""
+    the hot paths (append, context read): FastAPI 0.165 re-inspects each declared
+    parameter's annotation on every request, which cost an append more CPU than its
+    tokenizing and its SQL together, and a context read (14 query parameters) half its CPU.
+    ``kind`` is the parameter's type (validated with pydantic, as FastAPI would); ``schema``
+    its published JSON schema. Bad values are refused as FastAPI refuses them: one
+    ``RequestValidationError`` (422 ``validation-error``) naming each at
+    ``[location, name]`` (``read_all``)."""
 
     def __init__(
         self,
@@ -85,26 +88,31 @@ class ReadInRoute:
         kind: Any,
         schema: dict[str, Any],
         *,
-        description: str,
-        title: str,
+        title: str | None = None,
+        description: str | None = None,
         default: Any = None,
     ) -> None:
         self.location = location
         self.name = name
         self.default = default
         self._adapter: TypeAdapter[Any] = TypeAdapter(kind)
+        described = {} if description is None else {"description": description}
         with_default = {} if default is None else {"default": default}
+        title = title or name.replace("_", " ").title()
         # FastAPI repeats a query or header parameter's description inside its schema
-        inner = {} if location == "path" else {"description": description}
+        inner = {} if location == "path" else described
         self.spec = {
             "name": name,
             "in": location,
             "required": location == "path",
             "schema": {**schema, **inner, **with_default, "title": title},
-            "description": description,
+            **described,
         }
 
     def read(self, request: Request) -> Any:
+        return read_all(request, (self,))[0]
+
+    def _read(self, request: Request, errors: list[Any]) -> Any:
         if self.location == "path":
             raw = request.path_params.get(self.name)
         elif self.location == "query":
@@ -116,9 +124,19 @@ class ReadInRoute:
         try:
             return self._adapter.validate_python(raw)
         except ValidationError as exc:
-            raise RequestValidationError(
-                [{**err, "loc": (self.location, self.name, *err["loc"])} for err in exc.errors()]
-            ) from None
+            errors.extend(
+                {**err, "loc": (self.location, self.name, *err["loc"])} for err in exc.errors()
+            )
+            return None
+
+
+def read_all(request: Request, params: Sequence[ReadInRoute]) -> list[Any]:
+    """The values of ``params``, in order; every bad one reported in one 422."""
+    errors: list[Any] = []
+    values = [param._read(request, errors) for param in params]  # noqa: SLF001
+    if errors:
+        raise RequestValidationError(errors)
+    return values
 
 
 IF_MATCH = ReadInRoute(

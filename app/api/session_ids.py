@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Path
-from pydantic import AfterValidator, WithJsonSchema
+from pydantic import AfterValidator, TypeAdapter, WithJsonSchema
 
+from app.api.deps import ReadInRoute
 from app.domain.ids import (
     SESSION_ID_MAX,
     SESSION_ID_PATTERN,
@@ -77,8 +78,18 @@ SessionPrefixValue = Annotated[
 SessionIdPath = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
 """The ``{session_id}`` of every /v1/sessions/{session_id}/... route."""
 
+SESSION_ID_IN_PATH = ReadInRoute(
+    "path",
+    "session_id",
+    SessionIdValue,
+    TypeAdapter(SessionIdValue).json_schema(),
+    description=SESSION_ID_DESCRIPTION,
+)
+"""The same, for the hot routes that read their parameters themselves (``ReadInRoute``)."""
+
 __all__ = [
     "SESSION_ID_DESCRIPTION",
+    "SESSION_ID_IN_PATH",
     "SessionIdPath",
     "SessionIdValue",
     "SessionPrefixValue",

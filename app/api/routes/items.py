@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
-from pydantic import TypeAdapter
 
 from app.api.deps import (
     IDEMPOTENCY_KEY,
@@ -17,6 +16,7 @@ from app.api.deps import (
     actor_of,
     expected_version,
     idempotency_of,
+    read_all,
     runtime_of,
 )
 from app.api.encoding import dumps, items_dicts, rendered_page
@@ -30,7 +30,7 @@ from app.api.schemas import (
     ItemsAppend,
     RenderedItemList,
 )
-from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
+from app.api.session_ids import SESSION_ID_DESCRIPTION, SESSION_ID_IN_PATH, SessionIdValue
 from app.domain.items import MAX_SAFE_INTEGER
 from app.services import items as service
 from app.services.runtime import Encoded
@@ -45,14 +45,6 @@ def _encode_append(result: service.AppendResult) -> Encoded:
     return Encoded(201, body, version=result.version)
 
 
-_SESSION_ID = ReadInRoute(
-    "path",
-    "session_id",
-    SessionIdValue,
-    TypeAdapter(SessionIdValue).json_schema(),
-    description=SESSION_ID_DESCRIPTION,
-    title="Session Id",
-)
 _CREATE = ReadInRoute(
     "query",
     "create",
@@ -62,6 +54,7 @@ _CREATE = ReadInRoute(
     title="Create",
     default=False,
 )
+_APPEND_PARAMETERS = (SESSION_ID_IN_PATH, _CREATE, IF_MATCH, IDEMPOTENCY_KEY)
 
 
 @router.post(
@@ -71,18 +64,15 @@ _CREATE = ReadInRoute(
     operation_id="appendItems",
     summary="Append a batch of items (atomic: all or none)",
     responses=problem_responses(400, 404, 409, 412, 413, 422, 503),
-    openapi_extra={
-        "parameters": [_SESSION_ID.spec, _CREATE.spec, IF_MATCH.spec, IDEMPOTENCY_KEY.spec]
-    },
+    openapi_extra={"parameters": [param.spec for param in _APPEND_PARAMETERS]},
 )
 async def append_items(request: Request, body: ItemsAppend) -> Response:
     # Every agent's hot path: the path, query and headers are read here (``ReadInRoute``),
     # not declared as parameters, and the runtime and caller without Depends (app.api.deps).
     # (An append may create the session, ``?create=true``: the same rule as every session id.)
-    session_id: str = _SESSION_ID.read(request)
-    create: bool = _CREATE.read(request)
-    version = expected_version(IF_MATCH.read(request))
-    idem = idempotency_of(request, IDEMPOTENCY_KEY.read(request), await request.body())
+    session_id, create, if_match, idempotency_key = read_all(request, _APPEND_PARAMETERS)
+    version = expected_version(if_match)
+    idem = idempotency_of(request, idempotency_key, await request.body())
     batch = service.ingest_batch(body.format, body.items, system=body.system)
     encoded = await service.append_items(
         runtime_of(request),
