@@ -9,7 +9,10 @@ from app import jsonutil
 from app.domain.formats import FormatName, left_out, render_listing
 from app.domain.items import StoredItem
 from app.domain.sessions import SessionState
+from app.services.context import ContextResult
+from app.services.items import AppendResult
 from app.services.runtime import Encoded
+from app.store.search import SearchHit
 
 
 def dumps(value: Any) -> str:
@@ -53,3 +56,41 @@ def rendered_page(format: FormatName, items: Sequence[StoredItem]) -> dict[str, 
         out["system"] = payload["system"]
     out["notes"] = left_out(format, items)
     return out
+
+
+# -- bodies shared by the REST routes and the MCP tools (app.mcp.tools) -------------------------
+
+
+def append_body(result: AppendResult) -> dict[str, Any]:
+    """``POST /v1/sessions/{id}/items``: the stored items and the new version."""
+    return {"items": items_dicts(result.items), "version": result.version}
+
+
+def encode_append(result: AppendResult) -> Encoded:
+    return Encoded(201, dumps(append_body(result)), version=result.version)
+
+
+def context_body(result: ContextResult) -> dict[str, Any]:
+    """``GET``/``POST /v1/sessions/{id}/context``: the payload fields of its format, and the
+    report."""
+    body: dict[str, Any] = {"format": result.format, "version": result.version}
+    body.update(result.projected.payload)
+    body["report"] = result.projected.report.model_dump(mode="json")
+    return body
+
+
+def search_body(hits: Sequence[SearchHit], next_cursor: str | None) -> dict[str, Any]:
+    """``GET /v1/search`` and ``GET /v1/sessions/{id}/search``: one page of hits."""
+    items = [
+        {
+            "session_id": h.session_id,
+            "seq": h.item.seq,
+            "item": h.item.to_wire(),
+            "score": h.score,
+            "snippet": h.snippet,
+            "archived": h.archived,
+            "archived_reason": h.archived_reason,
+        }
+        for h in hits
+    ]
+    return {"items": items, "next_cursor": next_cursor}

@@ -24,7 +24,15 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from app.api.deps import IDEMPOTENCY_KEY_PATTERN
-from app.api.encoding import dumps, encode_session, items_dicts, session_dict
+from app.api.encoding import (
+    context_body,
+    dumps,
+    encode_append,
+    encode_session,
+    items_dicts,
+    search_body,
+    session_dict,
+)
 from app.api.memory_schemas import RestoreRequest, SnapshotCreate
 from app.api.routes.compaction import CompactRequest
 from app.api.routes.context import BUDGET_FIELDS, ContextRequest, CutName
@@ -51,8 +59,7 @@ from app.services import items as items_service
 from app.services import search as search_service
 from app.services import sessions as sessions_service
 from app.services import snapshots as snapshots_service
-from app.services.runtime import Actor, Encoded, IdempotencyRequest, Runtime
-from app.store.search import SearchHit
+from app.services.runtime import Actor, IdempotencyRequest, Runtime
 
 INSTRUCTIONS = """Session Memory keeps an agent's conversation (its items: messages, tool calls
 and outputs, reasoning) and builds the next-turn prompt within a budget. Append what happened
@@ -140,37 +147,8 @@ async def _call(
         return failed(domain_problem(exc))
 
 
-# The REST bodies of the operations whose encoders live in their route modules
-# (snapshots: app.api.snapshot_encoding, shared with the REST routes).
+# The REST bodies, encoded by the same functions as the REST routes
 from app.api.snapshot_encoding import encode_restore, encode_snapshot, snapshot_dict  # noqa: E402
-
-
-def _encode_append(result: items_service.AppendResult) -> Encoded:
-    body = dumps({"items": items_dicts(result.items), "version": result.version})
-    return Encoded(201, body, version=result.version)
-
-
-def _context_body(result: context_service.ContextResult) -> dict[str, Any]:
-    body: dict[str, Any] = {"format": result.format, "version": result.version}
-    body.update(result.projected.payload)
-    body["report"] = result.projected.report.model_dump(mode="json")
-    return body
-
-
-def _search_body(hits: list[SearchHit], next_cursor: str | None) -> dict[str, Any]:
-    items = [
-        {
-            "session_id": h.session_id,
-            "seq": h.item.seq,
-            "item": h.item.to_wire(),
-            "score": h.score,
-            "snippet": h.snippet,
-            "archived": h.archived,
-            "archived_reason": h.archived_reason,
-        }
-        for h in hits
-    ]
-    return {"items": items, "next_cursor": next_cursor}
 
 
 class _Server(MCPServer):
@@ -348,7 +326,7 @@ def _items_and_context(server: MCPServer) -> None:
                 batch=batch,
                 create=create,
                 idempotency=idem,
-                encode=_encode_append,
+                encode=encode_append,
             )
             return ok(encoded)
 
@@ -415,7 +393,7 @@ def _items_and_context(server: MCPServer) -> None:
             result = await context_service.read_context(
                 rt, actor, sid, format=body.format, overrides=overrides
             )
-            return ok_value(_context_body(result))
+            return ok_value(context_body(result))
 
         return await _call(ctx, "read", run)
 
@@ -455,7 +433,7 @@ def _search_and_compaction(server: MCPServer) -> None:
                     rt, actor, _session_id(session_id), q=q, scope=scope, limit=limit,
                     cursor=cursor,
                 )  # fmt: skip
-            return ok_value(_search_body(hits, next_cursor))
+            return ok_value(search_body(hits, next_cursor))
 
         return await _call(ctx, "read", run)
 

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.deps import ActorDep, ReadInRoute, RuntimeDep, actor_of, read_all, runtime_of
-from app.api.encoding import dumps
+from app.api.encoding import context_body, dumps
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import ContextItemRead, FormatName, StrictBody
@@ -117,10 +117,7 @@ class ContextRead(BaseModel):
 
 
 def _encode(result: service.ContextResult) -> Encoded:
-    body: dict[str, Any] = {"format": result.format, "version": result.version}
-    body.update(result.projected.payload)
-    body["report"] = result.projected.report.model_dump(mode="json")
-    return Encoded(200, dumps(body), version=result.version)
+    return Encoded(200, dumps(context_body(result)), version=result.version)
 
 
 _RESPONSES = problem_responses(404, 422)

@@ -19,7 +19,7 @@ from app.api.deps import (
     read_all,
     runtime_of,
 )
-from app.api.encoding import dumps, items_dicts, rendered_page
+from app.api.encoding import dumps, encode_append, items_dicts, rendered_page
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import (
@@ -38,11 +38,6 @@ from app.services.runtime import Encoded
 router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
 
 SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
-
-
-def _encode_append(result: service.AppendResult) -> Encoded:
-    body = dumps({"items": items_dicts(result.items), "version": result.version})
-    return Encoded(201, body, version=result.version)
 
 
 _CREATE = ReadInRoute(
@@ -82,7 +77,7 @@ async def append_items(request: Request, body: ItemsAppend) -> Response:
         if_match=version,
         create=create,
         idempotency=idem,
-        encode=_encode_append,
+        encode=encode_append,
     )
     return json_response(encoded)
 

@@ -3,13 +3,13 @@ caller's whole tenant (keyset pages; the tenant-wide search ranks a bounded cand
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from app.api.deps import ActorDep, RuntimeDep
-from app.api.encoding import dumps
+from app.api.encoding import dumps, search_body
 from app.api.memory_schemas import SearchResults
 from app.api.problems import problem_responses
 from app.api.responses import json_response
@@ -47,19 +47,7 @@ Cursor = Annotated[
 
 
 def _encode(hits: list[SearchHit], next_cursor: str | None) -> Encoded:
-    items: list[dict[str, Any]] = [
-        {
-            "session_id": h.session_id,
-            "seq": h.item.seq,
-            "item": h.item.to_wire(),
-            "score": h.score,
-            "snippet": h.snippet,
-            "archived": h.archived,
-            "archived_reason": h.archived_reason,
-        }
-        for h in hits
-    ]
-    return Encoded(200, dumps({"items": items, "next_cursor": next_cursor}))
+    return Encoded(200, dumps(search_body(hits, next_cursor)))
 
 
 @router.get(
