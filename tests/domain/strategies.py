@@ -707,8 +707,10 @@ def _reasoning(w: _Writer, fmt: str) -> bool:
 
 def _system_message(w: _Writer, fmt: str, role: str) -> None:
     if fmt == "anthropic":
-        if w.a_role == "user":
-            return  # a role: system message would sit between two user turns
+        if w.a_role == "user" and not (w.wild and w.chance(1, 2)):
+            # between two user turns (the turn so far has no reply): only wild sessions write
+            # that, since the projection then moves the message into ``system``
+            return
         w.a_flush()
         text = w.text()
         content: Any = text if w.chance(1, 2) else [{"type": "text", "text": text}]

@@ -23,11 +23,26 @@ def test_a_minimal_config_gets_defaults() -> None:
         ({"trigger": {"items": 3}}, ["config", "auto_compact", "policy"]),
         ({"policy": "window"}, ["config", "auto_compact", "trigger"]),
         ({"policy": "window", "trigger": {}}, ["config", "auto_compact", "trigger"]),
-        ({"policy": "window", "trigger": {"items": -1}}, ["config", "auto_compact", "trigger", "items"]),
-        ({"policy": "window", "trigger": {"turns": 3}}, ["config", "auto_compact", "trigger", "turns"]),
-        ({"policy": "window", "trigger": {"items": None, "tokens": 9}}, ["config", "auto_compact", "trigger", "items"]),
-        ({"policy": "window", "trigger": {"items": 3}, "keep_last_items": 1_000_001}, ["config", "auto_compact", "keep_last_items"]),
-        ({"policy": "window", "trigger": {"items": 3}, "model": ""}, ["config", "auto_compact", "model"]),
+        (
+            {"policy": "window", "trigger": {"items": -1}},
+            ["config", "auto_compact", "trigger", "items"],
+        ),
+        (
+            {"policy": "window", "trigger": {"turns": 3}},
+            ["config", "auto_compact", "trigger", "turns"],
+        ),
+        (
+            {"policy": "window", "trigger": {"items": None, "tokens": 9}},
+            ["config", "auto_compact", "trigger", "items"],
+        ),
+        (
+            {"policy": "window", "trigger": {"items": 3}, "keep_last_items": 1_000_001},
+            ["config", "auto_compact", "keep_last_items"],
+        ),
+        (
+            {"policy": "window", "trigger": {"items": 3}, "model": ""},
+            ["config", "auto_compact", "model"],
+        ),
         ("structured", ["config", "auto_compact"]),
     ],
 )
@@ -43,7 +58,10 @@ def test_bad_configs_name_the_field(raw: Any, loc: list[str]) -> None:
         ({"trigger": {"items": 10}, "keep_last_items": 10}, (5, None)),
         ({"trigger": {"items": 10}, "keep_last_items": 50, "keep_last_tokens": 99}, (5, 99)),
         ({"trigger": {"tokens": 9}, "keep_last_tokens": 10}, (None, 4)),
-        ({"trigger": {"items": 10, "tokens": 100}, "keep_last_items": 9, "keep_last_tokens": 99}, (9, 99)),
+        (
+            {"trigger": {"items": 10, "tokens": 100}, "keep_last_items": 9, "keep_last_tokens": 99},
+            (9, 99),
+        ),
         ({"trigger": {"items": 1}, "keep_last_items": 1}, (0, None)),
     ],
 )

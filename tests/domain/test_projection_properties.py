@@ -24,6 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.domain.formats import ingest, render_listing
+from app.domain.formats.anthropic import CONTINUATION
 from app.domain.formats.openai_chat import is_legacy_call
 from app.domain.items import (
     FunctionCallItem,
@@ -43,7 +45,7 @@ from app.domain.projection import (
     unloaded_gaps,
 )
 from app.domain.tokens import IMAGE_TOKENS, get_encoding
-from tests.domain.strategies import FORMATS, OPAQUE_FAMILIES, Session, budgets, sessions
+from tests.domain.strategies import FORMATS, OPAQUE_FAMILIES, Session, budgets, sessions, store
 from tests.support.provider_validation import validate_payload_faithful
 
 PROPS = settings(
@@ -378,7 +380,9 @@ class Spec:
         self.tier_anchor = self.newest_user
         if budget.cut == "stable":
             clock = grid_of(memory, budget)
-            before = [it.seq for it in memory if _role(it) == "user" and clock.at[it.seq] < clock.point]
+            before = [
+                it.seq for it in memory if _role(it) == "user" and clock.at[it.seq] < clock.point
+            ]
             self.tier_anchor = before[-1] if before else None
 
     def is_model_output(self, it: StoredItem) -> bool:
@@ -665,11 +669,32 @@ def test_invariants(fmt: str, session: Session, budget: Budget) -> None:
         cleared = json.dumps(payload, default=str).count("[tool result cleared: ")
         if cleared:
             assert any(n.startswith(f"tier1: cleared {cleared} tool results") for n in report.notes)
+    if fmt == "anthropic" and budget.trim_old_reasoning:
+        # Tier 2 leaves a trimmed thinking block out (it cannot be sent without its text), and
+        # its note says so. Counted over the selection: the mandatory part and the units of
+        # the kept tail (reasoning shares its follower's unit); a mandatory follower before
+        # the tail leaves it open whether its reasoning was selected.
+        tail = kept - closure
+        left_out = unsure = 0
+        for s, follower in spec.follower.items():
+            if spec.trimmed(s) and spec.representable(s) and follower in kept:
+                if s in closure or follower in tail:
+                    left_out += 1
+                else:
+                    unsure += 1
+        if not unsure:
+            expected = f"tier2: trimmed {left_out} reasoning items; anthropic left them out"
+            tier2 = [n for n in report.notes if n.startswith("tier2:")]
+            assert tier2 == ([expected] if left_out else []), (expected, report.notes)
     unlimited = replace_budget(budget, max_items=None, max_chars=None, max_tokens=None)
     full = project(session, unlimited, fmt)
     everything = set(carried(fmt, full.payload, memory))
     assert kept <= everything
-    if kept != everything and not mandatory_note:
+    # What a limit dropped: what the read without limits carries, but for what this budget's
+    # tiers leave out. With a stable cut the tiers run on a clock whose step is cut_step x the
+    # limit, so the read without limits (on the default grid) may trim less: no limit did that.
+    for_a_limit = {s for s in everything - kept if spec.renderable(s)}
+    if for_a_limit and not mandatory_note:
         assert report.limits_applied, "items dropped for budget, but no limit reported"
     # ... and what the format cannot carry is named, not silently missing
     check_left_out_notes(spec, full)
@@ -706,6 +731,218 @@ def test_invariants_with_a_stable_cut(
         fallback = any(n.startswith("stable: no boundary at or after") for n in report.notes)
         assert truth.at[start] >= point or fallback, (truth.at[start], point)
     assert 0 <= report.stable_prefix <= len(messages_of(fmt, result.payload))
+
+
+# -- regressions (found by wide runs of the properties above) ----------------------------------
+
+
+def stored(*batches: tuple[str, list[dict[str, Any]]]) -> list[StoredItem]:
+    """Working memory from appends, each ``(format, items)``; ``<<seq>>`` markers as usual."""
+    return store([new for fmt, items in batches for new in ingest(fmt, items)])  # type: ignore[arg-type]
+
+
+def test_anthropic_system_message_between_user_turns_joins_system() -> None:
+    """Regression: an Anthropic ``role: system`` message between two user messages (here the
+    item between them has no Anthropic counterpart) was rendered user, system, user. The two
+    user messages are one turn, which a system message cannot split: its text joins
+    ``system``, after the system messages before it, and the turn is one message."""
+    memory = stored(
+        (
+            "canonical",
+            [
+                {"type": "message", "role": "user", "content": "<<1>> Run the tests."},
+                {
+                    "type": "message",
+                    "role": "system",
+                    "content": [{"type": "text", "text": "<<2>> You are a coding agent."}],
+                },
+                {
+                    "type": "additional_tools",
+                    "role": "developer",
+                    "tools": [
+                        {
+                            "type": "function",
+                            "name": "query_db",
+                            "description": "<<3>>",
+                            "parameters": {"type": "object", "properties": {}},
+                            "strict": True,
+                        }
+                    ],
+                },
+            ],
+        ),
+        ("anthropic", [{"role": "system", "content": "<<4>> Answer in French."}]),
+        ("anthropic", [{"role": "user", "content": "<<5>> And lint."}]),
+    )
+    session = Session(items=memory, summary=None)
+    result = project(session, Budget(), "anthropic")
+    assert result.payload == {
+        "system": [
+            {"type": "text", "text": "<<2>> You are a coding agent."},
+            {"type": "text", "text": "<<4>> Answer in French."},
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<<1>> Run the tests."},
+                    {"type": "text", "text": "<<5>> And lint."},
+                ],
+            }
+        ],
+    }
+    validate_payload_faithful("anthropic", result.payload)
+    for budget in (Budget(), Budget(keep_system=False, max_tokens=30)):
+        for fmt in FORMATS:
+            test_invariants.hypothesis.inner_test(fmt, session, budget)  # type: ignore[attr-defined]
+
+
+_FRENCH = {"role": "system", "content": [{"type": "text", "text": "<<2>> Answer in French."}]}
+
+
+@pytest.mark.parametrize(
+    ("after", "moved"),
+    [
+        ([{"role": "user", "content": "<<3>> And lint."}], True),
+        ([{"role": "assistant", "content": "<<3>> D'accord."}], False),
+        ([], False),
+    ],
+    ids=["then-user", "then-assistant", "last"],
+)
+def test_anthropic_system_message_leaves_messages_only_inside_a_turn(
+    after: list[dict[str, Any]], moved: bool
+) -> None:
+    """A ``role: system`` message written in the Anthropic format stays where it was, byte for
+    byte, unless the user turns on both sides of it are one turn; then it joins ``system``, its
+    text blocks as sent (``cache_control`` too), after the top-level system prompt. Working
+    memory read back as stored (``render_listing``) keeps it in place either way."""
+    french = copy.deepcopy(_FRENCH)
+    french["content"][0]["cache_control"] = {"type": "ephemeral"}
+    sent = [{"role": "user", "content": "<<1>> Run the tests."}, french, *after]
+    news = ingest("anthropic", copy.deepcopy(sent), system="Be brief.")
+    memory = store(news, list(range(0, len(news))))  # the top-level system is seq 0
+    result = project(Session(items=memory, summary=None), Budget(), "anthropic")
+    if moved:
+        assert result.payload == {
+            "system": [{"type": "text", "text": "Be brief."}, *french["content"]],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "<<1>> Run the tests."},
+                        {"type": "text", "text": "<<3>> And lint."},
+                    ],
+                }
+            ],
+        }
+    else:
+        assert result.payload == {"system": "Be brief.", "messages": sent}
+    validate_payload_faithful("anthropic", result.payload)
+    assert render_listing("anthropic", memory)["messages"] == sent
+
+
+def test_a_user_message_after_a_trailing_system_message_moves_it_into_system() -> None:
+    """The price of that rule, for the cache: a ``role: system`` message last in ``messages``
+    (valid there) moves into ``system`` when a user message is appended right after it, so
+    that read starts a new cached prefix (docs/prompt-caching.md); the messages before the
+    turn it joined stay as they were."""
+    news = ingest(
+        "anthropic",
+        [
+            {"role": "user", "content": "<<1>> hi"},
+            {"role": "assistant", "content": "<<2>> hello"},
+            {"role": "user", "content": "<<3>> Run the tests."},
+            {"role": "system", "content": "<<4>> Answer in French."},
+            {"role": "user", "content": "<<5>> And lint."},
+        ],
+    )
+    memory = store(news)
+    budget = Budget(cut="stable")
+    before = project(Session(items=memory[:4], summary=None), budget, "anthropic").payload
+    after = project(Session(items=memory, summary=None), budget, "anthropic").payload
+    assert "system" not in before
+    assert before["messages"][3] == {"role": "system", "content": "<<4>> Answer in French."}
+    assert after["system"] == "<<4>> Answer in French."
+    assert after["messages"][:2] == before["messages"][:2]
+    assert after["messages"][2] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "<<3>> Run the tests."},
+            {"type": "text", "text": "<<5>> And lint."},
+        ],
+    }
+
+
+def test_anthropic_prompt_starts_with_a_user_turn_after_a_system_message() -> None:
+    """Regression: when the cut kept a system message and a pinned assistant message before
+    the newest user message, the payload began system, assistant (the leading user message
+    was added only when the very first message was an assistant one). A prompt's first turn
+    is a user turn: the continuation message comes first, before the system message."""
+    memory = stored(
+        (
+            "anthropic",
+            [
+                {"role": "user", "content": "<<1>> Please refactor the module. " * 20},
+                {"role": "assistant", "content": "<<2>> Done. " * 20},
+                {"role": "user", "content": "<<3>> Thanks"},
+                {"role": "system", "content": "<<4>> Answer in French."},
+                {"role": "assistant", "content": "<<5>> Bonjour.", "pinned": True},
+                {"role": "user", "content": "<<6>> Hi"},
+            ],
+        )
+    )
+    session = Session(items=memory, summary=None)
+    budget = Budget(max_tokens=16)
+    result = project(session, budget, "anthropic")
+    assert result.payload == {
+        "messages": [
+            {"role": "user", "content": CONTINUATION},
+            {"role": "system", "content": "<<4>> Answer in French."},
+            {"role": "assistant", "content": "<<5>> Bonjour."},
+            {"role": "user", "content": "<<6>> Hi"},
+        ]
+    }
+    assert result.report.limits_applied == ["max_tokens"]
+    validate_payload_faithful("anthropic", result.payload)
+    test_invariants.hypothesis.inner_test("anthropic", session, budget)  # type: ignore[attr-defined]
+
+
+def test_stable_tier2_drop_is_reported_by_its_tier_not_a_limit() -> None:
+    """Regression: with ``cut: stable`` a read under a limit it never reaches dropped a
+    thinking block that the read without limits keeps, and ``limits_applied`` was empty. No
+    limit dropped it: Tier 2 runs on the stable clock, whose step is ``cut_step`` x the limit
+    (20 tokens here: the clock point 20 passes the second question, so the first answer's
+    thinking is old), while without limits the clock runs on the default grid and is still at
+    0. In ``anthropic`` a trimmed thinking block is left out whole, and the tier's note now
+    says so."""
+    memory = stored(
+        (
+            "canonical",
+            [
+                {"type": "message", "role": "user", "content": "<<1>> first question"},
+                {"type": "reasoning", "content": "<<2>> thinking", "signature": "sig_1"},
+                {"type": "message", "role": "assistant", "content": "<<3>> first answer"},
+                {"type": "message", "role": "user", "content": "<<4>> second question"},
+                {"type": "message", "role": "assistant", "content": "<<5>> second answer"},
+            ],
+        )
+    )
+    session = Session(items=memory, summary=None)
+    budget = Budget(max_tokens=200, cut="stable", cut_step=0.1, trim_old_reasoning=True)
+    result = project(session, budget, "anthropic")
+    report = result.report
+    assert carried("anthropic", result.payload, memory) == [1, 3, 4, 5]
+    assert report.projected_tokens < 200 and report.limits_applied == []
+    assert report.dropped_ranges == [(2, 2)]
+    assert "tier2: trimmed 1 reasoning items; anthropic left them out" in report.notes
+    assert "stable: grid point 0 tokens, step 20, clock 20" in report.notes
+    unlimited = project(session, replace_budget(budget, max_tokens=None), "anthropic")
+    assert carried("anthropic", unlimited.payload, memory) == [1, 2, 3, 4, 5]
+    assert "stable: grid point 0 tokens, step 819, clock 0" in unlimited.report.notes
+    other = project(session, budget, "canonical")  # elsewhere trimmed reasoning stays
+    assert "tier2: trimmed 1 reasoning items" in other.report.notes
+    for fmt in FORMATS:
+        test_invariants_with_a_stable_cut.hypothesis.inner_test(fmt, session, budget, 0.1)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -772,7 +1009,8 @@ def test_cache_stability(
 ) -> None:
     """Invariant 10: while only appends happen and the grid point stays, a read's payload
     begins with the previous read's first ``stable_prefix`` messages, byte for byte; and the
-    previous read's system prompt (anthropic) unless a system message was appended."""
+    previous read's system prompt (anthropic) unless a system message was appended or moved
+    into it."""
     budget = replace_budget(budget, cut="stable", cut_step=step)
     memory = session.items
     k1 = data.draw(st.integers(0, len(memory)), label="read at")
@@ -791,7 +1029,13 @@ def test_cache_stability(
     before, after = messages_of(fmt, first.payload), messages_of(fmt, second.payload)
     assert dumped(after[:sp]) == dumped(before[:sp]), (sp, k1, k2)
     appended_system = any(_role(it) in ("system", "developer") for it in memory[k1:k2])
-    if fmt == "anthropic" and not appended_system:
+    # ... nor moved one there: a user message appended right after an Anthropic ``role:
+    # system`` message puts that message inside a turn, and its text joins ``system``
+    moved_system = fmt == "anthropic" and bool(
+        set(carried(fmt, second.payload, memory, part="system"))
+        & set(carried(fmt, first.payload, memory, part="messages"))
+    )
+    if fmt == "anthropic" and not appended_system and not moved_system:
         assert dumped([second.payload.get("system")]) == dumped([first.payload.get("system")])
 
 

@@ -28,13 +28,21 @@ idiom:
 
 - ``system``: the summary, then every system/developer message not written as an Anthropic
   message, as text blocks (a single string source stays a string; an Anthropic ``system``
-  alone comes back as sent); the key is absent when there is none;
+  alone comes back as sent), in order; the key is absent when there is none;
+- an Anthropic ``role: system`` message (a member of the SDK's ``MessageParam`` union) stays
+  where it was in ``messages``, as sent, except inside a turn: when the nearest user/assistant
+  messages before and after it have the same role (no reply between two user messages, or the
+  reply has no counterpart here), they are one turn, as the Messages API combines them, and a
+  system message cannot split a turn; it then joins ``system`` in its place among the system
+  messages (its text blocks as sent, ``cache_control`` included), and the turn is one message.
+  Nothing is dropped; a later append that puts a user message right after a trailing system
+  message moves it this way, which changes ``system`` (a new cached prefix);
 - ``messages``: user-side items (user messages, tool results) and assistant-side items
   (assistant messages, tool uses, thinking) become blocks; consecutive same-role blocks merge
-  into one message (never into a message stored whole), with ``tool_result`` blocks moved first
-  in a merged user message; a message from a single string-content item keeps string content;
-  if the first message would be an assistant message, a user message ``[earlier conversation
-  omitted]`` is put first;
+  into one message (a message stored whole is copied, never changed), with ``tool_result``
+  blocks moved first in a merged user message; a message from a single string-content item
+  keeps string content; if the first user or assistant message would be an assistant message,
+  a user message ``[earlier conversation omitted]`` is put first (before any system message);
 - tool ``input`` is the call's arguments parsed as a JSON object (``{}`` when empty,
   ``{"arguments": <raw>}`` when they are not a JSON object);
 - images: data URLs (jpeg/png/gif/webp, base64) become base64 sources, http(s) URLs URL
@@ -53,7 +61,7 @@ the texts ``items.opaque_texts`` finds, and the image charge per ``image_url`` i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 from pydantic import ValidationError
@@ -354,14 +362,23 @@ def _is_native_system(entry: Entry) -> bool:
     return is_native(entry, FORMAT) and "system" in entry.stored.record  # type: ignore[union-attr,operator]
 
 
-def _system(summary: str | None, entries: Sequence[Entry]) -> str | list[dict[str, Any]] | None:
+def _is_native_message(entry: Entry) -> bool:
+    return is_native(entry, FORMAT) and "message" in entry.stored.record  # type: ignore[union-attr,operator]
+
+
+def _system(
+    summary: str | None, entries: Sequence[Entry], moved: Set[int]
+) -> str | list[dict[str, Any]] | None:
+    """The top-level ``system``: the summary, then the system/developer messages not written
+    as Anthropic messages, and the Anthropic ``role: system`` messages ``moved`` out of
+    ``messages`` (entry indices), in order."""
     sources: list[str | Entry] = [] if summary is None else [summary]
     sources += [
         e
-        for e in entries
+        for k, e in enumerate(entries)
         if type(e.body) is MessageItem
         and e.body.role in ("system", "developer")
-        and not (is_native(e, FORMAT) and "message" in e.stored.record)  # type: ignore[union-attr,operator]
+        and (k in moved or not _is_native_message(e))
     ]
     if not sources:
         return None
@@ -377,9 +394,16 @@ def _system(summary: str | None, entries: Sequence[Entry]) -> str | list[dict[st
     for source in sources:
         if isinstance(source, str):
             blocks.append({"type": "text", "text": source})
-        elif _is_native_system(source):
-            system = source.stored.record["system"]  # type: ignore[union-attr,index]
-            blocks += [{"type": "text", "text": system}] if isinstance(system, str) else system
+            continue
+        native: Any = None
+        if _is_native_system(source):
+            native = source.stored.record["system"]  # type: ignore[union-attr,index]
+        elif _is_native_message(source):
+            native = source.stored.record["message"]["content"]  # type: ignore[union-attr,index]
+        if isinstance(native, str):
+            blocks.append({"type": "text", "text": native})
+        elif isinstance(native, list) and all(b.get("type") == "text" for b in native):
+            blocks += native  # text blocks as sent (``cache_control``, citations, ...)
         else:
             blocks += [
                 b if b["type"] == "text" else {"type": "text", "text": IMAGE_OMITTED}
@@ -462,19 +486,72 @@ class _Message:
         self.plains: list[str | None] = [plain]
 
 
+def _role_in_messages(entry: Entry) -> str | None:
+    """The role of the message a native item lands in (``system`` for a ``role: system``
+    message); ``None`` for the top-level ``system`` record."""
+    record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
+    if "message" in record:
+        return record["message"]["role"]  # type: ignore[no-any-return]
+    if "head" in record:
+        return record["head"]["role"]  # type: ignore[no-any-return]
+    return record.get("role")
+
+
+def _inside_a_turn(roles: Sequence[str | None]) -> set[int]:
+    """Indices of the ``role: system`` messages whose nearest user/assistant messages on both
+    sides have one role: those messages merge into one turn, which a system message cannot
+    split. ``roles[k]``: the role of entry ``k``'s message, ``None`` if it has none."""
+    inside: set[int] = set()
+    before: str | None = None
+    waiting: list[int] = []
+    for k, role in enumerate(roles):
+        if role is None:
+            continue
+        if role == "system":
+            waiting.append(k)
+            continue
+        if role == before:
+            inside.update(waiting)
+        waiting.clear()
+        before = role
+    return inside
+
+
 def render(
     summary: str | None, entries: Sequence[Entry], *, continuation: bool = True
 ) -> dict[str, Any]:
-    messages: list[_Message] = []
+    """The payload (see the module docstring). ``continuation=False`` lists stored items as
+    they were: messages stored whole take no neighbour's blocks, ``role: system`` messages stay
+    in place, and no user message is put first."""
+    # Where each entry goes: (its role in ``messages``, its rendering in this format's idiom,
+    # ``None`` for a native item); ``None``: not in ``messages`` (``system``, or left out).
+    slots: list[tuple[str, tuple[str, list[dict[str, Any]], str | None] | None] | None] = []
     for entry in entries:
         body = entry.body
-        stored = entry.stored
-        if type(body) is MessageItem and body.role in ("system", "developer"):
-            if not (is_native(entry, FORMAT) and "message" in stored.record):  # type: ignore[union-attr,operator]
-                continue  # goes to ``system``
-        last = messages[-1] if messages else None
         if is_native(entry, FORMAT):
-            record: dict[str, Any] = stored.record  # type: ignore[union-attr,assignment]
+            role = _role_in_messages(entry)
+            slots.append(None if role is None else (role, None))
+        elif type(body) is MessageItem and body.role in ("system", "developer"):
+            slots.append(None)  # goes to ``system``
+        else:
+            rendered = _idiom(entry)
+            slots.append(None if rendered is None else (rendered[0], rendered))
+    # A prompt alternates (DESIGN §2): an Anthropic ``role: system`` message between two turns
+    # of one side (a reply left out, or not written yet) would split the turn they merge into,
+    # which the Messages API refuses; its text joins ``system`` instead (never dropped).
+    moved = (
+        _inside_a_turn([None if slot is None else slot[0] for slot in slots])
+        if continuation
+        else set()
+    )
+    messages: list[_Message] = []
+    for k, (entry, slot) in enumerate(zip(entries, slots, strict=True)):
+        if slot is None or k in moved:
+            continue
+        last = messages[-1] if messages else None
+        idiom = slot[1]
+        if idiom is None:  # native: rendered from its record
+            record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
             if "message" in record:
                 message = record["message"]
                 if continuation and last is not None and last.message["role"] == message["role"]:
@@ -486,8 +563,8 @@ def render(
                 continue
             if "head" in record:
                 message = {
-                    k: (list(record["part"]) if k == "content" else v)
-                    for k, v in record["head"].items()
+                    key: (list(record["part"]) if key == "content" else value)
+                    for key, value in record["head"].items()
                 }
                 if continuation and last is not None and last.message["role"] == message["role"]:
                     _absorb(last, message)
@@ -500,16 +577,14 @@ def render(
                 continue
             role, blocks, plain = record["role"], list(record["part"]), None
         else:
-            rendered = _idiom(entry)
-            if rendered is None:
-                continue
-            role, blocks, plain = rendered
+            role, blocks, plain = idiom
         if last is not None and last.message["role"] == role and (continuation or not last.sealed):
             _absorb(last, {"role": role, "content": blocks})
         else:
             messages.append(_Message({"role": role, "content": blocks}, plain=plain))
     out: list[dict[str, Any]] = []
-    if continuation and messages and messages[0].message["role"] == "assistant":
+    first_turn = next((m.message["role"] for m in messages if m.message["role"] != "system"), None)
+    if continuation and first_turn == "assistant":
         out.append({"role": "user", "content": CONTINUATION})
     for m in messages:
         if m.sealed or m.native:
@@ -525,7 +600,7 @@ def render(
                 blocks = results + [b for b in blocks if b.get("type") != "tool_result"]
         out.append({"role": m.message["role"], "content": blocks})
     payload: dict[str, Any] = {}
-    system = _system(summary, entries)
+    system = _system(summary, entries, moved)
     if system is not None:
         payload["system"] = system
     payload["messages"] = out

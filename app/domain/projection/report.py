@@ -5,6 +5,12 @@
 memory (o200k item tokens, chars) plus the summary. Notes name each tier that acted, the
 mandatory part when it alone exceeds a limit, what the format left out, and the stable cut's
 grid and steps.
+
+``limits_applied`` names the limits that decided the cut: those the next earlier candidate
+breaks, the stable grid's limit when the grid put the cut later than that, or those the
+mandatory part alone breaks. What the tiers do is in the notes, not there, even where the
+stable clock they run on takes its step from a limit: in ``anthropic`` Tier 2 leaves a trimmed
+thinking block out altogether (it cannot be sent without its text), and its note says so.
 """
 
 from __future__ import annotations
@@ -109,7 +115,11 @@ def selection_notes(
                 unrepresentable += 1
             elif i in trimmed and can_render[follower]:
                 n_trimmed += 1
-    if n_trimmed:
+    if n_trimmed and format == "anthropic":
+        # A thinking block is sent whole (text and signature) or not at all: trimmed, it is
+        # left out, and the note says so (it is among ``dropped_ranges``, and no limit did it).
+        notes.append(f"tier2: trimmed {n_trimmed} reasoning items; anthropic left them out")
+    elif n_trimmed:
         notes.append(f"tier2: trimmed {n_trimmed} reasoning items")
     if sel_dangling and drop_dangling:
         notes.append(f"dangling tool calls: dropped {sel_dangling} calls without output")
