@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from app.domain.errors import InvalidInput
 from app.domain.formats import ingest, payload_usage, render
 from app.domain.items import (
-    TextPart,
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
     ReasoningItem,
     StoredItem,
+    TextPart,
     body_to_dict,
 )
 from app.domain.projection import Budget, project_context
