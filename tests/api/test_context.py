@@ -460,8 +460,8 @@ async def test_a_read_that_started_before_a_write_serves_the_new_state(settings:
     that is there now, never a mix of the two."""
     from app.main import create_app
     from app.services import context as service
-    from app.services.runtime import Actor
     from app.services.access import load_session
+    from app.services.runtime import Actor
 
     app = create_app(settings)
     async with app.router.lifespan_context(app):
