@@ -17,7 +17,6 @@ from app.domain.items import (
     CanonicalItem,
     MessageItem,
     StoredItem,
-    item_chars,
     item_images,
     item_texts,
 )
@@ -61,9 +60,9 @@ def item_costs(
         if not can_render[i]:
             continue
         body = shown[i]
-        if stored_tokens and i not in transformed:
+        if i not in transformed and stored_tokens:
             tokens = items[i].tokens  # counted at write time, with the same rule
-            chars = item_chars(body)
+            chars = items[i].chars  # measured at write time: item_chars(body)
         else:
             texts = item_texts(body)
             tokens = sum(cache.count(t) for t in texts) + sum(
