@@ -596,8 +596,17 @@ def test_invariants(fmt: str, session: Session, budget: Budget) -> None:
     for seq in kept:
         assert spec.representable(seq), f"{spec.by_seq[seq].body.type} {seq} sent in {fmt}"
 
-    # 1. order: a subsequence of working memory in seq order
-    assert seqs == sorted(set(seqs)), seqs
+    # 1. order: a subsequence of working memory in seq order; but in Chat an answer moves up
+    # to right after the message holding its call when working memory put another message
+    # with calls in between (``openai_chat`` module docstring): an item only ever comes before
+    # an older one as an answer, and never before its own call
+    assert len(seqs) == len(set(seqs)), seqs
+    oldest_after = float("inf")  # the oldest item after this one in the payload
+    for seq in reversed(seqs):
+        if seq > oldest_after:
+            assert fmt == "openai-chat" and spec.kind[seq] == "output", seqs
+            assert spec.call_seq[seq] < oldest_after, seqs
+        oldest_after = min(oldest_after, seq)
     if fmt == "anthropic":
         sys_seqs = carried(fmt, payload, memory, part="system")
         assert sys_seqs == sorted(set(sys_seqs))
@@ -943,6 +952,63 @@ def test_stable_tier2_drop_is_reported_by_its_tier_not_a_limit() -> None:
     assert "tier2: trimmed 1 reasoning items" in other.report.notes
     for fmt in FORMATS:
         test_invariants_with_a_stable_cut.hypothesis.inner_test(fmt, session, budget, 0.1)  # type: ignore[attr-defined]
+
+
+def _chat_calls_around_a_legacy_call(*, answered: bool) -> list[StoredItem]:
+    """A user message; an assistant message with a custom tool call (``call_2``); an assistant
+    message with a deprecated ``function_call`` and its ``function`` answer; and, when
+    ``answered``, the tool answer for ``call_2``."""
+    tool = {"role": "tool", "tool_call_id": "call_2", "content": "<<5>>"}
+    return stored(
+        (
+            "openai-chat",
+            [
+                {"role": "user", "content": "<<1>> go"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_2",
+                            "type": "custom",
+                            "custom": {"name": "read_file", "input": "<<2>>"},
+                        }
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "legacy_3", "arguments": "<<3>>"},
+                },
+                {"role": "function", "name": "legacy_3", "content": "<<4>>"},
+                *([tool] if answered else []),
+            ],
+        )
+    )
+
+
+@pytest.mark.parametrize("answered", [True, False], ids=["output", "placeholder"])
+def test_chat_tool_call_is_answered_before_a_legacy_call_after_it(answered: bool) -> None:
+    """Regression: a deprecated ``function_call`` right after a message with tool calls is in
+    their run (one tool group), so it was rendered between the tool calls and their answer
+    (a placeholder too: it goes after the group's last member), and the tool calls read as
+    unanswered. Each answer now moves up to right after the message holding its call."""
+    memory = _chat_calls_around_a_legacy_call(answered=answered)
+    session = Session(items=memory, summary=None)
+    budget = Budget(dangling_tool_calls="placeholder")
+    result = project(session, budget, "openai-chat")
+    answer = "<<5>>" if answered else "[tool result missing: read_file(call_2)]"
+    messages = result.payload["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "function"]
+    assert messages[2] == {"role": "tool", "tool_call_id": "call_2", "content": answer}
+    assert messages[3]["function_call"]["name"] == messages[4]["name"] == "legacy_3"
+    assert carried("openai-chat", result.payload, memory) == (
+        [1, 2, 5, 3, 4] if answered else [1, 2, 3, 4]
+    )
+    validate_payload_faithful("openai-chat", result.payload)
+    for fmt in FORMATS:
+        for each in (budget, Budget(), Budget(max_items=3)):
+            test_invariants.hypothesis.inner_test(fmt, session, each)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -22,9 +22,13 @@ Render: items ingested in this format come back exactly as they were sent (a spl
 message is rejoined from its calls while they follow each other unchanged). Other items map
 back one to one, except that ``function_call`` items join the assistant message right before
 them (its ``tool_calls``); inside one projection unit every assistant message and call forms a
-single assistant message, so its tool messages follow it. Reasoning and opaque items of other
-formats have no Chat Completions representation and are never rendered. Images in non-user
-messages become the text ``[image omitted]``; other parts of other formats their text.
+single assistant message, so its tool messages follow it. Messages kept whole never merge, so
+where working memory put another message with calls (a deprecated ``function_call``, a second
+split message) between a message's calls and their answers, each ``tool`` / ``function``
+answer moves up to right after the message holding its call (after the answers already
+there): Chat Completions requires that, and nothing else moves. Reasoning and opaque items of
+other formats have no Chat Completions representation and are never rendered. Images in
+non-user messages become the text ``[image omitted]``; other parts of other formats their text.
 
 Token rule (OpenAI cookbook): per message ``3`` + tokens of each content text (or part text;
 other parts: the texts ``items.opaque_texts`` finds, and the image charge per ``image_url`` in it; a ``refusal`` string) + the fixed image
@@ -363,7 +367,46 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
     for message in messages:
         if message.get("tool_calls") == [] and message.get("role") == "assistant":
             del message["tool_calls"]  # every call of a split message was left out
-    return {"messages": messages}
+    return {"messages": _answers_after_their_calls(messages)}
+
+
+def _answers_after_their_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each ``tool`` / ``function`` answer right after the message holding
+    its call, after that message's earlier answers (stable otherwise; see the module
+    docstring). An answer goes to the latest message before it holding its key, as pairing
+    does; one with none stays where it is. Nearly always nothing moves and ``messages`` is
+    returned as it is."""
+    holder: dict[Any, int] = {}  # call key -> the latest message so far holding it
+    target: dict[int, int] = {}  # answer -> the message holding its call
+    last = -1  # the latest message that is not an answer
+    moved = False
+    for k, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool" or role == "function":
+            key = message.get("tool_call_id") if role == "tool" else _fn_key(message.get("name"))
+            at = holder.get(key)
+            if at is not None:
+                target[k] = at
+                moved = moved or at != last
+            continue
+        last = k
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                holder[call.get("id")] = k
+            legacy = message.get("function_call")
+            if isinstance(legacy, dict):
+                holder[_fn_key(legacy.get("name"))] = k
+    if not moved:
+        return messages
+    answers: dict[int, list[dict[str, Any]]] = {}
+    for k, at in target.items():
+        answers.setdefault(at, []).append(messages[k])
+    out: list[dict[str, Any]] = []
+    for k, message in enumerate(messages):
+        if k not in target:
+            out.append(message)
+            out.extend(answers.get(k, ()))
+    return out
 
 
 def _count_content(content: Any, texts: list[str], usage: Usage) -> None:

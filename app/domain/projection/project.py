@@ -68,7 +68,9 @@ def project_context(
     """Project working memory (or a window of it) into ``format`` under ``budget``.
 
     Invariants (DESIGN §2, each a property test): order (a subsequence of working memory in seq
-    order; placeholders and trimmed reasoning keep their position), mandatory part always
+    order; placeholders and trimmed reasoning keep their position; in openai-chat a tool
+    answer may move up to right after the message holding its call, which Chat Completions
+    requires where another message with calls came between them), mandatory part always
     present, tool pairing, reasoning only with its item, budget (unless the mandatory part alone
     exceeds it, then only that part and a ``mandatory`` note), recency (tight: the longest
     suffix of whole units; stable: the suffix from the first candidate at or after the grid
