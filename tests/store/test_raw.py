@@ -91,3 +91,36 @@ async def test_a_dropped_connection_is_a_503_then_reads_recover(pg_database: str
                     assert r.json()["type"].endswith("/database-unavailable")
                     assert "retry-after" in r.headers
             assert statuses[0] == 503 and statuses[-1] == 200, statuses
+
+
+async def test_a_dropped_connection_fails_one_append_with_a_503_then_appends_recover(
+    pg_database: str,
+) -> None:
+    """The append's one statement runs on a pooled driver connection (Store.statements):
+    a connection Postgres dropped must give the same retryable 503, store nothing, and leave
+    the pool able to serve the next append."""
+    import psycopg
+
+    app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
+    body = {"items": [{"type": "message", "role": "user", "content": "hi"}]}
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            assert (await c.post("/v1/sessions", json={"id": "raw-drop-append"})).status_code == 201
+            assert (await c.post("/v1/sessions/raw-drop-append/items", json=body)).status_code == 201
+            dbname = pg_database.rsplit("/", 1)[1]
+            with psycopg.connect(pg_database.replace("+psycopg", ""), autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
+                ).fetchone()
+            assert killed and killed[0] >= 1
+            statuses = []
+            for _ in range(3):
+                r = await c.post("/v1/sessions/raw-drop-append/items", json=body)
+                statuses.append(r.status_code)
+                if r.status_code == 503:
+                    assert r.json()["type"].endswith("/database-unavailable")
+                    assert "retry-after" in r.headers
+            assert statuses[0] == 503 and statuses[-1] == 201, statuses
+            session = (await c.get("/v1/sessions/raw-drop-append")).json()
+            assert session["item_count"] == 1 + statuses.count(201)
