@@ -526,6 +526,10 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
                 for e in exc.errors(include_url=False, include_context=False, include_input=False)
             )
             continue
+        part_errors = _other_part_type_errors(body)
+        if part_errors:
+            errors.extend({**e, "loc": ["items", index, *e["loc"]]} for e in part_errors)
+            continue
         try:
             out.append(make_new_item(body, **envelope))
         except InvalidInput as exc:
@@ -535,6 +539,28 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
     if errors:
         raise InvalidInput(f"{len(errors)} invalid field(s) in the batch", errors=errors)
     return out
+
+
+def _other_part_type_errors(body: CanonicalItem) -> list[dict[str, Any]]:
+    """A canonical content part of another type names it in 1-64 characters, as the published
+    ``OtherPartCreate`` says (a provider format's parts are its provider's, kept as sent)."""
+    if isinstance(body, MessageItem):
+        field, parts = "content", body.content
+    elif isinstance(body, FunctionCallOutputItem):
+        field, parts = "output", body.output
+    else:
+        return []
+    if isinstance(parts, str):
+        return []
+    return [
+        {
+            "loc": [field, k, "type"],
+            "msg": "a part's type is 1-64 characters",
+            "type": "value_error",
+        }
+        for k, part in enumerate(parts)
+        if isinstance(part, OtherPart) and not 1 <= len(part.type) <= 64
+    ]
 
 
 def make_new_item(

@@ -328,3 +328,20 @@ def test_append_bodies_generated_from_the_schema_get_its_verdict(
         f"{mode.value}: {len(wrong)} kind(s) of disagreement: {list(wrong.items())[:3]}"
     )
     assert seen >= AGREEMENT_EXAMPLES // 2, seen
+
+
+@pytest.mark.parametrize("part_type", ["", "x" * 65], ids=["empty", "longer than 64"])
+def test_a_canonical_part_type_outside_1_to_64_characters_is_refused_as_the_schema_says(
+    spec: dict[str, Any], part_type: str
+) -> None:
+    """Found by the negative generator above (which one it draws depends on the hash seed):
+    ``OtherPartCreate.type`` is 1-64 characters in the spec, and the ingest took any string."""
+    schema = spec["components"]["schemas"]["OtherPartCreate"]["properties"]["type"]
+    assert (schema["minLength"], schema["maxLength"]) == (1, 64)
+    for item in (
+        {"type": "function_call_output", "call_id": "0", "output": [{"type": part_type}]},
+        {"type": "message", "role": "user", "content": [{"type": part_type, "file_id": "f"}]},
+    ):
+        assert _ingest_verdict({"items": [item]}) is not None, item
+    assert _ingest_verdict({"items": [{"type": "message", "role": "user",
+                                       "content": [{"type": "x" * 64}]}]}) is None  # fmt: skip
