@@ -408,6 +408,35 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
 
 
+def service_process(database_url: str, log_path: Path) -> tuple[ServerProcess, str]:
+    """The service as benchmarks run it (not started): Redis, auth on, a bootstrap key
+    (returned with it), JSON access log to ``log_path``."""
+    bootstrap = "bench-bootstrap-" + secrets.token_hex(16)
+    server = ServerProcess(
+        env={
+            "DATABASE_URL": database_url,
+            "REDIS_URL": REDIS_URL,
+            "AUTO_MIGRATE": "false",
+            "AUTH__MODE": "on",
+            "AUTH__BOOTSTRAP_KEY": bootstrap,
+            "AUTH__BOOTSTRAP_TENANT": "bench",
+        },
+        log_path=log_path,
+    )
+    return server, bootstrap
+
+
+def api_key(server: ServerProcess, bootstrap: str) -> str:
+    """A read/write key created through the admin API, so requests take the realistic
+    key-cache path rather than the bootstrap comparison."""
+    with httpx.Client(
+        base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {bootstrap}"}
+    ) as admin:
+        r = admin.post("/v1/admin/keys", json={"name": "bench", "scopes": ["read", "write"]})
+        assert r.status_code == 201, r.text
+        return str(r.json()["secret"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", default="latest", help="section name in RESULTS.md")
@@ -420,19 +449,8 @@ def main() -> None:
 
     url, db_name = create_pg_database()
     conninfo = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name
-    bootstrap = "bench-bootstrap-" + secrets.token_hex(16)
     log_dir = Path(tempfile.mkdtemp(prefix="sm-bench-"))
-    server = ServerProcess(
-        env={
-            "DATABASE_URL": url,
-            "REDIS_URL": REDIS_URL,
-            "AUTO_MIGRATE": "false",
-            "AUTH__MODE": "on",
-            "AUTH__BOOTSTRAP_KEY": bootstrap,
-            "AUTH__BOOTSTRAP_TENANT": "bench",
-        },
-        log_path=log_dir / "server.log",
-    )
+    server, bootstrap = service_process(url, log_dir / "server.log")
     floor = Floor(conninfo, args.workers)
     import psycopg
 
@@ -443,12 +461,7 @@ def main() -> None:
     try:
         server.start(workers=args.workers)
         floor.start()
-        with httpx.Client(
-            base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {bootstrap}"}
-        ) as admin:
-            r = admin.post("/v1/admin/keys", json={"name": "bench", "scopes": ["read", "write"]})
-            assert r.status_code == 201, r.text
-            key = r.json()["secret"]
+        key = api_key(server, bootstrap)
         with httpx.Client(
             base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {key}"}
         ) as client:

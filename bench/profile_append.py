@@ -18,7 +18,6 @@ import argparse
 import collections
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -30,10 +29,14 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import APPEND_BODY, CONTEXT_BUDGET, CONTEXT_ITEMS  # noqa: E402
+from bench.harness import (  # noqa: E402
+    APPEND_BODY,
+    CONTEXT_BUDGET,
+    CONTEXT_ITEMS,
+    api_key,
+    service_process,
+)
 from tests.support.services import (  # noqa: E402
-    REDIS_URL,
-    ServerProcess,
     create_pg_database,
     drop_pg_database,
 )
@@ -80,27 +83,12 @@ def main() -> None:
     args = parser.parse_args()
 
     url, db_name = create_pg_database()
-    bootstrap = "bench-bootstrap-" + secrets.token_hex(16)
     out = Path(tempfile.mkdtemp(prefix="sm-profile-"))
-    server = ServerProcess(
-        env={
-            "DATABASE_URL": url,
-            "REDIS_URL": REDIS_URL,
-            "AUTO_MIGRATE": "false",
-            "AUTH__MODE": "on",
-            "AUTH__BOOTSTRAP_KEY": bootstrap,
-            "AUTH__BOOTSTRAP_TENANT": "bench",
-        },
-        log_path=out / "server.log",
-    )
+    server, bootstrap = service_process(url, out / "server.log")
     try:
         server.start(workers=1)
         assert server.proc is not None
-        with httpx.Client(
-            base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {bootstrap}"}
-        ) as admin:
-            r = admin.post("/v1/admin/keys", json={"name": "bench", "scopes": ["read", "write"]})
-            key = r.json()["secret"]
+        key = api_key(server, bootstrap)
         headers = {"Authorization": f"Bearer {key}"}
         client = httpx.Client(base_url=server.url, timeout=60, headers=headers)
         session = client.post("/v1/sessions", json={}).json()["id"]
