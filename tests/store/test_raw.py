@@ -65,23 +65,29 @@ async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
                 assert all(v.utcoffset().total_seconds() == 0 for v in row if hasattr(v, "utcoffset"))
 
 
+def drop_connections(pg_database: str) -> int:
+    """Terminate every other connection to the test database (what a Postgres restart or a
+    failover does to a pool); how many there were."""
+    import psycopg
+
+    dbname = pg_database.rsplit("/", 1)[1]
+    with psycopg.connect(pg_database.replace("+psycopg", ""), autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
+        ).fetchone()
+    return int(killed[0]) if killed else 0
+
+
 async def test_a_dropped_connection_is_a_503_then_reads_recover(pg_database: str) -> None:
     """The raw path must fail like the SQLAlchemy path: a connection Postgres dropped gives
     a retryable 503 problem (not a 500), and the next read runs on a fresh connection."""
-    import psycopg
-
     app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
             assert (await c.post("/v1/sessions", json={"id": "raw-drop"})).status_code == 201
             assert (await c.get("/v1/sessions/raw-drop/context")).status_code == 200
-            dbname = pg_database.rsplit("/", 1)[1]
-            with psycopg.connect(pg_database.replace("+psycopg", ""), autocommit=True) as admin:
-                killed = admin.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
-                ).fetchone()
-            assert killed and killed[0] >= 1
+            assert drop_connections(pg_database) >= 1
             statuses = []
             for _ in range(3):
                 r = await c.get("/v1/sessions/raw-drop/context", params={"max_items": 5})
@@ -99,21 +105,13 @@ async def test_a_dropped_connection_fails_one_append_with_a_503_then_appends_rec
     """The append's one statement runs on a pooled driver connection (Store.statements):
     a connection Postgres dropped must give the same retryable 503, store nothing, and leave
     the pool able to serve the next append."""
-    import psycopg
-
     app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
     body = {"items": [{"type": "message", "role": "user", "content": "hi"}]}
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
             assert (await c.post("/v1/sessions", json={"id": "raw-drop-append"})).status_code == 201
             assert (await c.post("/v1/sessions/raw-drop-append/items", json=body)).status_code == 201
-            dbname = pg_database.rsplit("/", 1)[1]
-            with psycopg.connect(pg_database.replace("+psycopg", ""), autocommit=True) as admin:
-                killed = admin.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)
-                ).fetchone()
-            assert killed and killed[0] >= 1
+            assert drop_connections(pg_database) >= 1
             statuses = []
             for _ in range(3):
                 r = await c.post("/v1/sessions/raw-drop-append/items", json=body)
