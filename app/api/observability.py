@@ -2,8 +2,8 @@
 the request id in the logging context.
 
 ``EdgeMiddleware`` is the outermost layer: it sets the request id first and applies the body
-limit itself (so 413s are measured and logged too). The route label is the matched route's template
-(``/v1/sessions/{session_id}/items``), never the raw path, so label cardinality is bounded by
+limit itself (so 413s are measured and logged too). The route label is the matched route's
+template (``/v1/sessions/{session_id}/items``), never the raw path, so label cardinality is bounded by
 the API; requests that match no route are labelled ``unmatched``.
 """
 
@@ -96,17 +96,6 @@ class EdgeMiddleware:
                     raise BodyTooLarge
             return message
 
-        async def edge_send(message: Message) -> None:
-            nonlocal refused
-            if exceeded:
-                # Whatever the app makes of a truncated body (frameworks turn read errors
-                # into 400s), the client gets the 413 it deserves.
-                if not refused:
-                    refused = True
-                    await self._refuse(scope, receive, edge_send_raw)
-                return
-            await edge_send_raw(message)
-
         async def edge_send_raw(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
@@ -114,17 +103,28 @@ class EdgeMiddleware:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", raw_id)]
             await send(message)
 
+        async def refuse_once() -> None:
+            nonlocal refused
+            if not refused:
+                refused = True
+                await body_too_large(self.max_bytes, scope)(scope, receive, edge_send_raw)
+
+        async def edge_send(message: Message) -> None:
+            if exceeded:
+                # Whatever the app makes of a truncated body (frameworks turn read errors
+                # into 400s), the client gets the 413 it deserves.
+                await refuse_once()
+                return
+            await edge_send_raw(message)
+
         try:
             if exceeded:
-                refused = True
-                await self._refuse(scope, receive, edge_send_raw)
+                await refuse_once()
             else:
                 try:
                     await self.app(scope, edge_receive, edge_send)
                 except BodyTooLarge:
-                    if not refused:
-                        refused = True
-                        await self._refuse(scope, receive, edge_send_raw)
+                    await refuse_once()
         except BaseException:
             # The id stays set: the error is logged outside this middleware (Starlette's
             # ServerErrorMiddleware, then uvicorn), in this same request task.
@@ -132,9 +132,6 @@ class EdgeMiddleware:
             raise
         self._observe(scope, status, start)
         REQUEST_ID.reset(token)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await body_too_large(self.max_bytes, scope)(scope, receive, send)
 
     @staticmethod
     def _observe(scope: Scope, status: int, start: float) -> None:
