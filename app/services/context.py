@@ -11,11 +11,15 @@ Every answer is what one consistent state of the session projects to:
 1. the session row is read alone; a projection is deterministic and every write bumps the
    version, so the prompt of a (session, version, format, budget) is kept in a per-process
    cache (``CONTEXT_CACHE_PROMPTS``) and a read before the next write stops here;
-2. the usual case then runs on the same connection without a transaction: the window keys and
-   the mandatory items each come back with the session's version, and equal versions mean
-   they saw the same state; bodies come from the item cache or by seq (items never change);
-3. anything else (a write landed in between, a window the first batch does not settle) runs
-   in one REPEATABLE READ snapshot.
+2. the usual case then runs on the same connection without a transaction: one statement
+   reads the window's keys, the mandatory older items and the session's version; equal to
+   the row's, it saw the state the row describes (every write bumps the version, and
+   versions only grow). When that batch does not settle the read, more batches follow on the
+   same connection, each checked the same way, and the version is read once more after the
+   mandatory items of a wider window: unchanged, nothing was written in between. Bodies come
+   from the item cache or by seq (items never change);
+3. anything else (a write landed in between, a read that needs the whole memory) runs in
+   one REPEATABLE READ snapshot.
 """
 
 from __future__ import annotations
@@ -61,17 +65,43 @@ def _covered(keys: list[tuple[int, int, int]], hint: WindowHint) -> bool:
     return not (hint.min_chars is not None and sum(k[2] for k in keys) < hint.min_chars)
 
 
-def _batch_size(state: SessionState, hint: WindowHint, have: int) -> int:
-    """Enough rows to cover the hint at the session's average item size, plus a margin."""
-    avg_tokens = max(state.token_count / max(state.item_count, 1), 1.0)
-    avg_chars = max(state.char_count / max(state.item_count, 1), 1.0)
+def _covering(keys: list[tuple[int, int, int]], hint: WindowHint, low: int, high: int) -> int:
+    """The fewest of the newest ``keys`` (at least ``low``, at most ``high``) that reach every
+    minimum of the hint; ``high`` if none do."""
+    tokens = chars = 0
+    for size, (_, t, c) in enumerate(keys[:high], start=1):
+        tokens += t
+        chars += c
+        if (
+            size >= low
+            and (hint.min_items is None or size >= hint.min_items)
+            and (hint.min_tokens is None or tokens >= hint.min_tokens)
+            and (hint.min_chars is None or chars >= hint.min_chars)
+        ):
+            return size
+    return high
+
+
+def _batch_size(state: SessionState, hint: WindowHint, keys: list[tuple[int, int, int]]) -> int:
+    """Enough rows to cover the rest of the hint, plus a margin: at the average size of the
+    keys loaded so far (the newest items can be much smaller than the session's), or of the
+    session's items before any is."""
+    have = len(keys)
+    if have:
+        avg_tokens = max(sum(k[1] for k in keys) / have, 1.0)
+        avg_chars = max(sum(k[2] for k in keys) / have, 1.0)
+    else:
+        avg_tokens = max(state.token_count / max(state.item_count, 1), 1.0)
+        avg_chars = max(state.char_count / max(state.item_count, 1), 1.0)
+    seen_tokens = sum(k[1] for k in keys)
+    seen_chars = sum(k[2] for k in keys)
     want = 16
     if hint.min_items is not None:
         want = max(want, hint.min_items - have)
     if hint.min_tokens is not None:
-        want = max(want, int(hint.min_tokens / avg_tokens * 1.1) - have)
+        want = max(want, int((hint.min_tokens - seen_tokens) / avg_tokens * 1.1))
     if hint.min_chars is not None:
-        want = max(want, int(hint.min_chars / avg_chars * 1.1) - have)
+        want = max(want, int((hint.min_chars - seen_chars) / avg_chars * 1.1))
     return min(max(want, 16), 5000)
 
 
@@ -141,34 +171,44 @@ async def _at_once(
 ) -> tuple[ProjectedContext | None, bool]:
     """The usual case without a transaction (no BEGIN and COMMIT round trips): one statement
     reads the window's keys, the mandatory older items and the session's version; equal to
-    ``state``'s, it saw the state ``state`` describes (every write bumps the version). Then
-    the bodies not cached, which never change. Gives up (None) if the version differs (second
-    value True: a write landed since ``state`` was read) or the first batch does not settle
-    the window; the snapshot path then does the general case."""
+    ``state``'s, it saw the state ``state`` describes (every write bumps the version). The
+    window is the fewest of the keys it read that reach the hint. Then the bodies not cached,
+    which never change. If that does not settle the read (too few keys, or ``needs_more``),
+    the general loop goes on on this connection, every statement checked against ``state``.
+    Gives up (None) if the version differs (second value True: a write landed since ``state``
+    was read) or the whole memory is needed; the snapshot path then does the general case."""
     hint = window_hint(budget, attempt=0)
     if hint is None:
         return None, False
     repo = _repository(rt, db, actor, state)
-    window, older = await repo.first_batch(
-        limit=_batch_size(state, hint, 0),
+    batch = await repo.first_batch(
+        limit=_batch_size(state, hint, []),
         include_system=budget.keep_system,
         prefix_items=budget.pinned_prefix_items,
     )
-    if window.session_version != state.version:
+    if batch.session_version != state.version:
         return None, True
+    window, older = batch.split(_covering(batch.keys, hint, batch.min_window, batch.max_window))
     exhausted = window.older_seq is None
-    if not exhausted and not _covered(window.rows, hint):
-        return None, False
-    wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
-    items = await repo.items(wanted, live_only=False)
-    if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide
-        return None, False
-    if exhausted:
-        source = _source(state, items, window_start=None)
+    if exhausted or _covered(window.rows, hint):
+        wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
+        items = await repo.items(wanted, live_only=False)
+        if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide
+            return None, False
+        if exhausted:
+            source = _source(state, items, window_start=None)
+        else:
+            source = _source(state, older.items + items, window_start=wanted[0], runs=older.runs)
+        projected = project_context(source, budget, format=format)
+        if not projected.needs_more:
+            return projected, False
+        first_attempt = 1
     else:
-        source = _source(state, older.items + items, window_start=wanted[0], runs=older.runs)
-    projected = project_context(source, budget, format=format)
-    return (None, False) if projected.needs_more else (projected, False)
+        first_attempt = 0
+    return await _project(
+        rt, db, actor, state, budget, format,
+        verified=False, autocommit=True, start=window, first_attempt=first_attempt,
+    )  # fmt: skip
 
 
 async def _in_snapshot(
@@ -185,67 +225,81 @@ async def _in_snapshot(
         projected = None
         if state is not None:
             budget = _budget(state, overrides)
-            projected = await _project(rt, db, actor, state, budget, format, verified=False)
+            projected, _ = await _project(rt, db, actor, state, budget, format, verified=False)
         if state is None or projected is None:
             state = await load_session(db, actor, session_id)
             budget = _budget(state, overrides)
-            projected = await _project(rt, db, actor, state, budget, format, verified=True)
+            projected, _ = await _project(rt, db, actor, state, budget, format, verified=True)
         assert projected is not None
     return state, budget, projected
 
 
-def _budget(state: SessionState, overrides: Mapping[str, object]) -> Budget:
-    defaults = state.config.get("context") if state.config else None
-    return Budget.merged(defaults if isinstance(defaults, dict) else None, overrides)
-
-
 async def _project(
     rt: Runtime,
-    db: AsyncConnection,
+    db: AsyncConnection | DriverConnection,
     actor: Actor,
     state: SessionState,
     budget: Budget,
     format: FormatName,
     *,
     verified: bool,
-) -> ProjectedContext | None:
-    """Project inside the snapshot ``db``. ``state`` was read before the snapshot began unless
-    ``verified``: the first window query also returns the session's version in this snapshot,
-    and None comes back if it is not ``state``'s (every write bumps the version, so an equal
-    version means an identical row)."""
+    autocommit: bool = False,
+    start: WindowKeys | None = None,
+    first_attempt: int = 0,
+) -> tuple[ProjectedContext | None, bool]:
+    """Load windows until one settles the read, then project it. In a snapshot ``db``,
+    ``state`` was read before the snapshot began unless ``verified``: the first window query
+    also returns the session's version, and (None, True) comes back if it is not ``state``'s
+    (every write bumps the version, so an equal version means an identical row).
+
+    ``autocommit``: ``db`` runs each statement on its own (the usual case's connection), so
+    every window query is checked against ``state``'s version, and the version is read again
+    after the mandatory items, before projecting. (None, False): the whole memory is needed,
+    which only a snapshot reads. ``start``: the window already read, ``first_attempt``: the
+    first hint to try (the ones before it were settled by ``start``)."""
     session_id = state.id
     repo = _repository(rt, db, actor, state)
 
-    async def whole_memory() -> ProjectedContext:
+    async def whole_memory() -> tuple[ProjectedContext | None, bool]:
+        if autocommit or not verified:
+            return None, False
+        assert isinstance(db, AsyncConnection)
         items = await ItemRepository(db).list_live(
             actor.tenant_id, session_id, after_seq=None, limit=state.item_count + 1
         )
-        return project_context(_source(state, items, window_start=None), budget, format=format)
+        source = _source(state, items, window_start=None)
+        return project_context(source, budget, format=format), False
 
-    keys: list[tuple[int, int, int]] = []  # (seq, tokens, chars), newest first
+    keys: list[tuple[int, int, int]] = list(start.rows) if start is not None else []
     loaded: dict[int, StoredItem] = {}
-    last_batch: WindowKeys | None = None
-    exhausted = False
-    for attempt in range(MAX_ATTEMPTS):
+    last_batch: WindowKeys | None = start
+    exhausted = start is not None and start.older_seq is None
+    for attempt in range(first_attempt, MAX_ATTEMPTS):
         hint = window_hint(budget, attempt=attempt)
         if hint is None:
-            return await whole_memory() if verified else None
+            return await whole_memory()
         while not exhausted and not _covered(keys, hint):
             before = keys[-1][0] if keys else None
-            size = _batch_size(state, hint, len(keys))
-            last_batch = await repo.window_keys(before_seq=before, limit=size)
-            if not verified:
+            last_batch = await repo.window_keys(
+                before_seq=before, limit=_batch_size(state, hint, keys)
+            )
+            if autocommit or not verified:
                 if last_batch.session_version != state.version:
-                    return None
+                    return None, True
                 verified = True
             keys.extend(last_batch.rows)
             exhausted = last_batch.older_seq is None
         wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
-        for item in await repo.items([seq for seq in wanted if seq not in loaded]):
+        missing = [seq for seq in wanted if seq not in loaded]
+        # (autocommit: the keys were read at ``state``'s version, which decided them)
+        for item in await repo.items(missing, live_only=not autocommit):
             loaded[item.seq] = item
         window = [loaded[seq] for seq in wanted if seq in loaded]
+        if autocommit and len(window) != len(wanted):  # purged meanwhile
+            return None, False
         if exhausted or last_batch is None:
-            return project_context(_source(state, window, window_start=None), budget, format=format)
+            source = _source(state, window, window_start=None)
+            return project_context(source, budget, format=format), False
         window_start = keys[-1][0]
         older = await repo.mandatory_before(
             last_batch,
@@ -253,11 +307,18 @@ async def _project(
             include_system=budget.keep_system,
             prefix_items=budget.pinned_prefix_items,
         )
+        if autocommit and await repo.session_version() != state.version:
+            return None, True
         source = _source(state, older.items + window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
-            return projected
+            return projected, False
     return await whole_memory()  # the window never settled: the whole memory always does
+
+
+def _budget(state: SessionState, overrides: Mapping[str, object]) -> Budget:
+    defaults = state.config.get("context") if state.config else None
+    return Budget.merged(defaults if isinstance(defaults, dict) else None, overrides)
 
 
 def _source(

@@ -246,6 +246,38 @@ class OlderItems:
     runs: list[tuple[int, int]]
 
 
+@dataclass(frozen=True, slots=True)
+class FirstBatch:
+    """The first statement of a read (``ContextRepository.first_batch``): the newest live
+    items' ``(seq, tokens, chars)``, newest first, and the mandatory rows older than the
+    newest ``min_window`` of them (ascending). Any window of ``min_window`` to ``max_window``
+    keys can be cut from it: the key after the window names the next older item, and every
+    mandatory item older than the window is among the rows."""
+
+    keys: list[tuple[int, int, int]]
+    mandatory: list[Any]
+    first_live_seq: int | None
+    session_version: int | None
+    min_window: int
+    max_window: int
+
+    def split(self, size: int) -> tuple[WindowKeys, OlderItems]:
+        """The window of the newest ``size`` keys (``min_window <= size <= max_window``) and
+        the mandatory items older than it."""
+        assert self.min_window <= size <= self.max_window
+        keys = self.keys
+        window = WindowKeys(
+            rows=keys[:size],
+            older_seq=keys[size][0] if len(keys) > size else None,
+            first_live_seq=self.first_live_seq,
+            session_version=self.session_version,
+        )
+        if window.older_seq is None:
+            return window, OlderItems(items=[], runs=[])
+        start = window.rows[-1][0]
+        return window, _older(window, start, [r for r in self.mandatory if r[0] < start])
+
+
 class ContextRepository:
     def __init__(
         self,
@@ -276,16 +308,19 @@ class ContextRepository:
 
     async def first_batch(
         self, *, limit: int, include_system: bool, prefix_items: int
-    ) -> tuple[WindowKeys, OlderItems]:
-        """``window_keys(before_seq=None, limit=limit)`` and ``mandatory_before`` the window
-        those keys make, in one statement (so one snapshot). The mandatory part only counts
-        if that batch turns out to be the whole window."""
-        variant = (include_system, prefix_items > 0, _rows_for(limit + 1))
+    ) -> FirstBatch:
+        """The newest keys (at least ``limit + 1`` of them, as many as the statement's row
+        count) and the mandatory items older than the newest half of them, in one statement
+        (so one snapshot): ``FirstBatch.split`` makes any window of a size it allows into
+        ``window_keys`` and ``mandatory_before`` results. The mandatory part only counts if
+        that window turns out to settle the read."""
+        rows = _rows_for(limit + 1)
+        variant = (include_system, prefix_items > 0, rows)
         query = _FIRST_BATCH.get(variant)
         if query is None:
             query = _FIRST_BATCH[variant] = RawQuery(
                 _first_batch_statement(
-                    include_system=include_system, with_prefix=prefix_items > 0, rows=variant[2]
+                    include_system=include_system, with_prefix=prefix_items > 0, rows=rows
                 ),
                 utc_columns=[1 + _CREATED_AT],
             )
@@ -294,13 +329,20 @@ class ContextRepository:
             params["prefix_items"] = prefix_items
         found = await query.rows(self.db, params)
         keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
-        first_live, version = (keys[0][_N + 4], keys[0][_N + 3]) if keys else (None, None)
-        window = await self._window([(r[1], r[4], r[5]) for r in keys], limit, first_live, version)
-        if window.older_seq is None:
-            return window, OlderItems(items=[], runs=[])
-        start = window.rows[-1][0]
-        older = sorted((r[1:] for r in found if r[0] == 1 and r[1] < start), key=lambda r: r[0])
-        return window, _older(window, start, older)
+        if keys:
+            first_live, version = keys[0][_N + 4], keys[0][_N + 3]
+        else:  # no live item: the version still has to come from a statement
+            first_live, version = None, await self.session_version()
+        mandatory = sorted((r[1:] for r in found if r[0] == 1), key=lambda r: r[0])
+        return FirstBatch(
+            keys=[(r[1], r[4], r[5]) for r in keys],
+            mandatory=mandatory,
+            first_live_seq=first_live,
+            session_version=version,
+            # the mandatory part covers what is older than the newest rows // 2 keys
+            min_window=min(rows // 2, len(keys)),
+            max_window=len(keys) - 1 if len(keys) == rows else len(keys),
+        )
 
     async def _window(
         self,

@@ -484,3 +484,42 @@ async def test_a_read_that_started_before_a_write_serves_the_new_state(settings:
         assert [m["content"] for m in projected.payload["messages"]] == ["first", "second"]
         served = await service.read_context(rt, Actor(), sid, format="openai-chat", overrides={"max_tokens": 1000})
         assert served.version == state.version and served.projected.payload == projected.payload
+
+
+async def test_a_tail_smaller_than_the_average_settles_without_a_snapshot(settings: Any) -> None:
+    """The first statement sizes its window from the session's average item; when the newest
+    items are much smaller (long documents early, short turns since), the usual case reads
+    more batches on the same connection instead of starting over in a snapshot, and serves
+    exactly what the snapshot path does."""
+    from app.main import create_app
+    from app.services import context as service
+    from app.services.access import load_session
+    from app.services.runtime import Actor
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        rt = app.state.runtime
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            sid = "small-tail"
+            await create(c, sid)
+            documents = [user(f"document {n}: " + "lorem ipsum dolor sit amet " * 300) for n in range(12)]
+            assert (await append(c, sid, documents)).status_code == 201
+            turns = [user(f"ok {n}") for n in range(400)]
+            for start in range(0, len(turns), 20):
+                assert (await append(c, sid, turns[start : start + 20])).status_code == 201
+        async with rt.store.read() as db:
+            state = await load_session(db, Actor(), sid)
+        budget = Budget(max_tokens=1000)
+        hint = service.window_hint(budget)
+        assert hint is not None and hint.min_tokens is not None
+        first = service._batch_size(state, hint, [])
+        assert first * 8 < hint.min_tokens  # the first batch alone cannot cover the tail
+        async with rt.store.read() as db:
+            at_once, outdated = await service._at_once(rt, db, Actor(), state, budget, "openai-chat")
+        assert at_once is not None and not outdated
+        _, _, snapshot = await service._in_snapshot(
+            rt, Actor(), sid, state, {"max_tokens": 1000}, "openai-chat"
+        )
+        assert at_once.payload == snapshot.payload and at_once.report == snapshot.report
+        assert 100 < at_once.report.projected_items < 400
+        assert at_once.report.projected_tokens <= 1000
