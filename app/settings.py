@@ -147,8 +147,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     auto_migrate: bool = Field(True, description="`serve` runs migrations first")
-    db_pool_size: int = Field(10, ge=1)
-    db_max_overflow: int = Field(10, ge=0)
+    # Overflow connections are closed whenever they come back to a full pool, so under load
+    # above the pool size they are opened and closed all the time (a Postgres backend start
+    # each: bench/RESULTS.md, session 6). The default pool is as large as the old maximum,
+    # and kept.
+    db_pool_size: int = Field(20, ge=1, description="Postgres connections each process keeps")
+    db_max_overflow: int = Field(
+        0, ge=0, description="extra connections opened under load, closed once they are idle"
+    )
     idempotency_ttl_seconds: int = Field(24 * 3600, ge=60)
     context_cache_items: int = Field(
         20_000, ge=0, description="decoded items kept per process for context reads (0: off)"
