@@ -31,6 +31,7 @@ from app.api.routes import (
 )
 from app.api.schemas import JSON_VALUE_SCHEMA
 from app.domain.tokens import DEFAULT_TOKENIZER, get_encoding
+from app.gc_tuning import tune_for_serving
 from app.locks import build_locks
 from app.mcp import McpEndpoint
 from app.services.auto_compaction import start_compaction, stop_compaction
@@ -80,6 +81,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         housekeeping = start_housekeeping(app.state.runtime)
         app.state.key_resolver = KeyResolver(store, settings.auth)
         instrument(app, app.state.runtime)
+        if built_by_asgi_server:
+            tune_for_serving()
         try:
             async with mcp_endpoint.running():  # the MCP transport's own lifespan
                 yield
