@@ -370,3 +370,27 @@ async def test_hostile_headers(
     assert 400 <= r.status_code < 500, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert await fingerprint(client) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"a": "x\\u0000"}', "invalid-json"),  # NUL in a string
+        (b'{"k\\u0000": 1}', "invalid-json"),  # NUL in a key
+        (b'{"a": "\\\\u0000"}', None),  # a backslash, then "u0000": no NUL
+        (b"[" * 5 + b"]" * 5, None),  # as deep as allowed
+        (b"[" * 6 + b"]" * 6, "json-too-deep"),
+        (b'{"a": "[[[[[[[[", "b": [[[1]]]}', None),  # brackets in a string do not nest
+    ],
+)
+def test_the_body_check_walks_only_bodies_that_could_fail_it(body: bytes, code: str | None) -> None:
+    """The walk for NULs and depth is skipped when the bytes prove it would find nothing; a
+    body that could fail it is always walked."""
+    from app.api.body_guard import _Refused, check_json_body
+
+    if code is None:
+        check_json_body(body, max_depth=5)
+    else:
+        with pytest.raises(_Refused) as refused:
+            check_json_body(body, max_depth=5)
+        assert refused.value.code == code
