@@ -87,14 +87,15 @@ def _batch_size(state: SessionState, hint: WindowHint, keys: list[tuple[int, int
     keys loaded so far (the newest items can be much smaller than the session's), or of the
     session's items before any is."""
     have = len(keys)
-    if have:
-        avg_tokens = max(sum(k[1] for k in keys) / have, 1.0)
-        avg_chars = max(sum(k[2] for k in keys) / have, 1.0)
-    else:
-        avg_tokens = max(state.token_count / max(state.item_count, 1), 1.0)
-        avg_chars = max(state.char_count / max(state.item_count, 1), 1.0)
     seen_tokens = sum(k[1] for k in keys)
     seen_chars = sum(k[2] for k in keys)
+    items, tokens, chars = (
+        (have, seen_tokens, seen_chars)
+        if have
+        else (state.item_count, state.token_count, state.char_count)
+    )
+    avg_tokens = max(tokens / max(items, 1), 1.0)
+    avg_chars = max(chars / max(items, 1), 1.0)
     want = 16
     if hint.min_items is not None:
         want = max(want, hint.min_items - have)
