@@ -246,6 +246,19 @@ class OlderItems:
     runs: list[tuple[int, int]]
 
 
+def _window_of(
+    keys: Sequence[Sequence[int]], limit: int, first_live: int | None, version: int | None
+) -> WindowKeys:
+    """The window of the newest ``limit`` of ``(seq, tokens, chars)`` rows, newest first; the
+    row after them, if any, names the next older item."""
+    return WindowKeys(
+        rows=[(seq, tokens, chars) for seq, tokens, chars in keys[:limit]],
+        older_seq=keys[limit][0] if len(keys) > limit else None,
+        first_live_seq=first_live,
+        session_version=version,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class FirstBatch:
     """The first statement of a read (``ContextRepository.first_batch``): the newest live
@@ -265,13 +278,7 @@ class FirstBatch:
         """The window of the newest ``size`` keys (``min_window <= size <= max_window``) and
         the mandatory items older than it."""
         assert self.min_window <= size <= self.max_window
-        keys = self.keys
-        window = WindowKeys(
-            rows=keys[:size],
-            older_seq=keys[size][0] if len(keys) > size else None,
-            first_live_seq=self.first_live_seq,
-            session_version=self.session_version,
-        )
+        window = _window_of(self.keys, size, self.first_live_seq, self.session_version)
         if window.older_seq is None:
             return window, OlderItems(items=[], runs=[])
         start = window.rows[-1][0]
@@ -356,12 +363,7 @@ class ContextRepository:
         come from this snapshot."""
         if not keys:
             version = await self.session_version()
-        return WindowKeys(
-            rows=[(seq, tokens, chars) for seq, tokens, chars in keys[:limit]],
-            older_seq=keys[limit][0] if len(keys) > limit else None,
-            first_live_seq=first_live,
-            session_version=version,
-        )
+        return _window_of(keys, limit, first_live, version)
 
     async def session_version(self) -> int | None:
         rows = await _VERSION.rows(self.db, self._scope)
