@@ -56,13 +56,18 @@ class ContextResult:
     projected: ProjectedContext
 
 
+def _reaches(items: int, tokens: int, chars: int, hint: WindowHint) -> bool:
+    """Whether a window of these totals reaches every minimum of the hint."""
+    return (
+        (hint.min_items is None or items >= hint.min_items)
+        and (hint.min_tokens is None or tokens >= hint.min_tokens)
+        and (hint.min_chars is None or chars >= hint.min_chars)
+    )
+
+
 def _covered(keys: list[tuple[int, int, int]], hint: WindowHint) -> bool:
     """Whether the window's (seq, tokens, chars) rows reach every minimum of the hint."""
-    if hint.min_items is not None and len(keys) < hint.min_items:
-        return False
-    if hint.min_tokens is not None and sum(k[1] for k in keys) < hint.min_tokens:
-        return False
-    return not (hint.min_chars is not None and sum(k[2] for k in keys) < hint.min_chars)
+    return _reaches(len(keys), sum(k[1] for k in keys), sum(k[2] for k in keys), hint)
 
 
 def _covering(keys: list[tuple[int, int, int]], hint: WindowHint, low: int, high: int) -> int:
@@ -72,12 +77,7 @@ def _covering(keys: list[tuple[int, int, int]], hint: WindowHint, low: int, high
     for size, (_, t, c) in enumerate(keys[:high], start=1):
         tokens += t
         chars += c
-        if (
-            size >= low
-            and (hint.min_items is None or size >= hint.min_items)
-            and (hint.min_tokens is None or tokens >= hint.min_tokens)
-            and (hint.min_chars is None or chars >= hint.min_chars)
-        ):
+        if size >= low and _reaches(size, tokens, chars, hint):
             return size
     return high
 
