@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -454,25 +456,32 @@ def test_caches_are_bounded_by_total_size() -> None:
     assert items.chars == 80
 
 
+@asynccontextmanager
+async def serving(settings: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """The app's runtime (for calling the service directly) and a client of the same app."""
+    from app.main import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            yield app.state.runtime, c
+
+
 async def test_a_read_that_started_before_a_write_serves_the_new_state(settings: Any) -> None:
     """Both ways a context read can find the session row it started from outdated (the
     usual case's single statement, and the snapshot path) must notice and serve the state
     that is there now, never a mix of the two."""
-    from app.main import create_app
     from app.services import context as service
     from app.services.access import load_session
     from app.services.runtime import Actor
 
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        rt = app.state.runtime
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-            sid = "stale-read"
-            await create(c, sid)
-            assert (await append(c, sid, [user("first")])).status_code == 201
-            async with rt.store.read() as db:
-                stale = await load_session(db, Actor(), sid)
-            assert (await append(c, sid, [user("second")])).status_code == 201
+    async with serving(settings) as (rt, c):
+        sid = "stale-read"
+        await create(c, sid)
+        assert (await append(c, sid, [user("first")])).status_code == 201
+        async with rt.store.read() as db:
+            stale = await load_session(db, Actor(), sid)
+        assert (await append(c, sid, [user("second")])).status_code == 201
         budget = Budget(max_tokens=1000)
         async with rt.store.read() as db:
             at_once, outdated = await service._at_once(rt, db, Actor(), stale, budget, "openai-chat")
@@ -491,22 +500,18 @@ async def test_a_tail_smaller_than_the_average_settles_without_a_snapshot(settin
     items are much smaller (long documents early, short turns since), the usual case reads
     more batches on the same connection instead of starting over in a snapshot, and serves
     exactly what the snapshot path does."""
-    from app.main import create_app
     from app.services import context as service
     from app.services.access import load_session
     from app.services.runtime import Actor
 
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        rt = app.state.runtime
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-            sid = "small-tail"
-            await create(c, sid)
-            documents = [user(f"document {n}: " + "lorem ipsum dolor sit amet " * 300) for n in range(12)]
-            assert (await append(c, sid, documents)).status_code == 201
-            turns = [user(f"ok {n}") for n in range(400)]
-            for start in range(0, len(turns), 20):
-                assert (await append(c, sid, turns[start : start + 20])).status_code == 201
+    async with serving(settings) as (rt, c):
+        sid = "small-tail"
+        await create(c, sid)
+        documents = [user(f"document {n}: " + "lorem ipsum dolor sit amet " * 300) for n in range(12)]
+        assert (await append(c, sid, documents)).status_code == 201
+        turns = [user(f"ok {n}") for n in range(400)]
+        for start in range(0, len(turns), 20):
+            assert (await append(c, sid, turns[start : start + 20])).status_code == 201
         async with rt.store.read() as db:
             state = await load_session(db, Actor(), sid)
         budget = Budget(max_tokens=1000)
