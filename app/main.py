@@ -41,6 +41,27 @@ from app.services.runtime import Runtime
 from app.settings import Settings, get_settings
 from app.store.db import Store
 
+# The API's routers, in the order the OpenAPI document lists their paths.
+ROUTERS = (
+    sessions.router,
+    memory.router,
+    items.router,
+    context.router,
+    snapshots.router,
+    history.router,
+    compaction.router,
+    search.router,
+    health.router,
+    metrics.router,
+    admin.router,
+    admin.tenants_router,
+)
+# Included first: FastAPI tries the routers in the order they were included, and each one it
+# passes costs every request a few dozen calls; an agent appends and reads its context every
+# turn. (POST /items/pop and DELETE /items still reach the memory router: a route of another
+# method matches only partially, and the first full match wins.)
+HOT_ROUTERS = (items.router, context.router)
+
 API_DESCRIPTION = """Conversation state for LLM agents: append what happened, read back a
 budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/problem+json`.
 Query parameters an operation does not declare are ignored (JSON bodies, by contrast, refuse
@@ -104,18 +125,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.state.auth_required = auth_required(settings, built_by_asgi_server=built_by_asgi_server)
     app.state.default_tenant = settings.auth.default_tenant
-    app.include_router(sessions.router)
-    app.include_router(memory.router)  # before items: POST /items/pop is its own route
-    app.include_router(items.router)
-    app.include_router(context.router)
-    app.include_router(snapshots.router)
-    app.include_router(history.router)
-    app.include_router(compaction.router)
-    app.include_router(search.router)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
-    app.include_router(admin.router)
-    app.include_router(admin.tenants_router)
+    for router in (*HOT_ROUTERS, *(r for r in ROUTERS if r not in HOT_ROUTERS)):
+        app.include_router(router)
     mcp_endpoint.mount(app)  # /mcp: app.mcp, not in the OpenAPI document
     app.include_router(whoami.router)
     app.include_router(ui.router)
@@ -127,9 +138,38 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(EdgeMiddleware, max_bytes=settings.limits.max_body_bytes)
     _declare_problem_schema(app)
+    _list_paths_in_order(app)
     declare_security(app)
     declare_examples(app)
     return app
+
+
+def _list_paths_in_order(app: FastAPI) -> None:
+    """The document lists operations in ``ROUTERS`` order, whatever order they are matched
+    in: paths by their first operation, each path's operations in turn (others, such as
+    /v1/whoami, after them)."""
+    original = app.openapi
+    operations = [
+        (route.path, method.lower())
+        for router in ROUTERS
+        for route in router.routes
+        for method in sorted(getattr(route, "methods", None) or ())
+    ]
+    rank = {operation: n for n, operation in enumerate(operations)}
+    path_rank = {path: rank[(path, method)] for path, method in reversed(operations)}
+    last = len(rank)
+
+    def openapi() -> dict[str, Any]:
+        schema = original()
+        schema["paths"] = {
+            path: dict(sorted(ops.items(), key=lambda op: rank.get((path, op[0]), last)))
+            for path, ops in sorted(
+                schema.get("paths", {}).items(), key=lambda p: path_rank.get(p[0], last)
+            )
+        }
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _declare_problem_schema(app: FastAPI) -> None:
