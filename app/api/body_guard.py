@@ -22,6 +22,7 @@ then handed on unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from email.message import Message as EmailMessage
@@ -55,6 +56,7 @@ def _content_type(scope: Scope) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)  # clients send the same few; parsing one costs ~20 calls
 def _is_json(content_type: str | None) -> bool:
     """What FastAPI parses as JSON: ``application/json`` or ``application/*+json`` (without a
     content type it passes the body on as bytes, which no route takes)."""
