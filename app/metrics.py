@@ -28,7 +28,7 @@ reports its own values, which is right for one worker per container (the compose
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -171,8 +171,18 @@ def multiprocess_mode() -> bool:
     return values.ValueClass is not values.MutexValue
 
 
+# (route, method, status) -> its latency series: ``labels()`` validates and locks on every
+# call, and every request makes one. Bounded: route templates, methods and statuses are few.
+_REQUEST_SERIES: dict[tuple[str, str, int], Any] = {}
+
+
 def observe_request(route: str, method: str, status: int, seconds: float) -> None:
-    HTTP_REQUEST_DURATION.labels(route=route, method=method, status=str(status)).observe(seconds)
+    key = (route, method, status)
+    series = _REQUEST_SERIES.get(key)
+    if series is None:
+        series = HTTP_REQUEST_DURATION.labels(route=route, method=method, status=str(status))
+        _REQUEST_SERIES[key] = series
+    series.observe(seconds)
 
 
 def observe_lock_wait(seconds: float, outcome: str) -> None:
