@@ -213,6 +213,15 @@ def representable(format: FormatName, body: CanonicalItem, *, origin: str = "can
     return _REPRESENTABLE[format](body, origin)
 
 
+def extension_slack(format: FormatName) -> tuple[int, int] | None:
+    """For a format whose count of a payload with whole units rendered into it (after the
+    mandatory items, before the rest) is the two counts added, give or take a few messages:
+    ``(below, above)``, the most the real count can fall under or exceed that sum. ``None``
+    for the others (Anthropic merges neighbouring turns and may drop a leading one; the
+    Responses and canonical counts are left to builds)."""
+    return openai_chat.EXTENSION_SLACK if format == "openai-chat" else None
+
+
 def payload_usage(
     format: FormatName,
     payload: dict[str, Any],
@@ -235,6 +244,7 @@ __all__ = [
     "TokenCache",
     "decode",
     "degraded_parts",
+    "extension_slack",
     "ingest",
     "left_out",
     "lossy_notes",

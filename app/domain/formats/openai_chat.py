@@ -409,6 +409,17 @@ def _answers_after_their_calls(messages: list[dict[str, Any]]) -> list[dict[str,
     return out
 
 
+# How a payload's count grows when whole units are rendered into it, after the mandatory items
+# and before the rest (``formats.extension_slack``). Every entry brings its own texts, calls and
+# images wherever it lands, and every message costs PER_MESSAGE_TOKENS; only the number of
+# messages can differ from the sum of the parts, where a call (or a stored call of a split
+# message) joins the open message before it across a junction. The inserted run has two
+# junctions, so up to two messages fewer; and the one junction the payload had between those
+# neighbours is gone, so up to one message more. (Inside a unit nothing depends on what lies
+# outside it: an assistant message joins only calls of its own unit.)
+EXTENSION_SLACK = (2 * PER_MESSAGE_TOKENS, PER_MESSAGE_TOKENS)
+
+
 def _count_content(content: Any, texts: list[str], usage: Usage) -> None:
     if isinstance(content, str):
         texts.append(content)

@@ -202,8 +202,28 @@ def project_context(
 
     limits = budget.limits
 
+    def violated(k: int) -> list[LimitName]:
+        """The limits candidate ``k``'s payload exceeds. Without building it when the
+        nearest later candidate built tells (the search's usual probe, one unit before the
+        one that fits): k's selection is that one's plus the units in between, measured
+        alone (``Builder.extended``), unless a mandatory item lies among them (it is
+        rendered elsewhere in the later payload)."""
+        if k not in builds:
+            later = min((j for j in builds if j > k), default=None)
+            if later is not None:
+                start, end = cut_starts[k], cut_starts[later]
+                between = bisect.bisect_left(closure_sorted, end) - bisect.bisect_left(
+                    closure_sorted, start
+                )
+                if not between:
+                    extension = builder.extended(builds[later], range(start, end))
+                    told = None if extension is None else extension.violated(limits)
+                    if told is not None:
+                        return told
+        return attempt(k).violated(limits)
+
     def fits(k: int) -> bool:
-        return not attempt(k).violated(limits)
+        return not violated(k)
 
     last = len(cut_starts) - 1
     mandatory_over = False
@@ -252,7 +272,7 @@ def project_context(
     if mandatory_over:
         limits_applied = result.violated(limits)
     elif chosen > 0:
-        limits_applied = attempt(chosen - 1).violated(limits)
+        limits_applied = violated(chosen - 1)
         if grid is not None and not limits_applied:
             # the stable cut dropped more than the budget needed: the grid's limit applied
             limits_applied = [clock.unit] if clock is not None else []

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.formats import Entry, FormatName, TokenCache, payload_usage, render_entries
+from app.domain.formats import (
+    Entry,
+    FormatName,
+    TokenCache,
+    extension_slack,
+    payload_usage,
+    render_entries,
+)
 from app.domain.items import (
     CanonicalItem,
     FunctionCallItem,
@@ -122,13 +129,62 @@ class Builder:
             self.format, summary=self.summary if summary else None, entries=entries
         )
 
-    def build(self, selected: Sequence[int]) -> Render:
+    def build(self, selected: Sequence[int], *, summary: bool = True) -> Render:
         entries, rendered, placeholders = self.entries(selected)
-        payload = render_entries(self.format, summary=self.summary, entries=entries)
+        payload = render_entries(
+            self.format, summary=self.summary if summary else None, entries=entries
+        )
         tokens, chars = payload_usage(
             self.format, payload, tokenizer=self.tokenizer, cache=self.cache
         )
         return Render(payload, tokens, chars, len(rendered), rendered, placeholders)
+
+    def extended(self, base: Render, added: Sequence[int]) -> Extension | None:
+        """What ``base``'s selection with the whole units ``added`` (items after every
+        mandatory one of ``base`` and before the rest of it) would measure, from a build of
+        ``added`` alone; ``None`` where the format's count does not add up
+        (``formats.extension_slack``)."""
+        slack = extension_slack(self.format)
+        if slack is None:
+            return None
+        part = self.build(added, summary=False)
+        tokens = base.tokens + part.tokens
+        return Extension(
+            items=base.items + part.items,
+            chars=base.chars + part.chars,
+            min_tokens=tokens - slack[0],
+            max_tokens=tokens + slack[1],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Extension:
+    """A selection measured without building it: items and chars exactly, tokens within
+    ``[min_tokens, max_tokens]``."""
+
+    items: int
+    chars: int
+    min_tokens: int
+    max_tokens: int
+
+    def violated(self, limits: Mapping[LimitName, int]) -> list[LimitName] | None:
+        """``Render.violated`` of the selection, or ``None`` if the token range straddles
+        the token limit."""
+        out: list[LimitName] = []
+        for name, limit in limits.items():
+            if name == "max_items":
+                over = self.items > limit
+            elif name == "max_chars":
+                over = self.chars > limit
+            elif self.min_tokens > limit:
+                over = True
+            elif self.max_tokens <= limit:
+                over = False
+            else:
+                return None
+            if over:
+                out.append(name)
+        return out
 
 
 def partition_units(entries: list[Entry], keys: list[int]) -> list[Entry]:

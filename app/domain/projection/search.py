@@ -3,7 +3,10 @@
 Cost grows as the cut moves earlier, so "fits" is monotone over the candidates (ascending
 start), and the earliest fitting one is found by a search that builds as few payloads as it
 can: a cheap per-item estimate (``item_costs``) says where to start probing, and the exact
-search gallops outward from that guess before bisecting (``first_true_near``).
+search gallops outward from that guess before bisecting (``first_true_near``). When the guess
+fits, the probe of the candidate before it is usually answered without a build: in a format
+whose count adds up (openai-chat), that candidate's payload is the built one with the units in
+between rendered into it (``Builder.extended``).
 """
 
 from __future__ import annotations
