@@ -202,12 +202,16 @@ def project_context(
 
     limits = budget.limits
 
+    told: dict[int, list[LimitName]] = {}  # candidate -> its violations, told without a build
+
     def violated(k: int) -> list[LimitName]:
         """The limits candidate ``k``'s payload exceeds. Without building it when the
         nearest later candidate built tells (the search's usual probe, one unit before the
         one that fits): k's selection is that one's plus the units in between, measured
         alone (``Builder.extended``), unless a mandatory item lies among them (it is
         rendered elsewhere in the later payload)."""
+        if k in told:
+            return told[k]
         if k not in builds:
             later = min((j for j in builds if j > k), default=None)
             if later is not None:
@@ -217,9 +221,10 @@ def project_context(
                 )
                 if not between:
                     extension = builder.extended(builds[later], range(start, end))
-                    told = None if extension is None else extension.violated(limits)
-                    if told is not None:
-                        return told
+                    known = None if extension is None else extension.violated(limits)
+                    if known is not None:
+                        told[k] = known
+                        return known
         return attempt(k).violated(limits)
 
     def fits(k: int) -> bool:
