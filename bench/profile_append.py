@@ -8,7 +8,8 @@ self, plus the worker's CPU per request read from /proc.
     .venv/bin/python bench/profile_append.py [--scenario append|loop] [--seconds 15]
 
 ``loop`` is the agent loop's read: a context read (8,000-token budget, openai-chat) right after
-an append to the same 1,000-item session, driven by one httpx client (no cache answers it).
+an append to the same session, seeded as bench/harness.py seeds its context sessions (1,000
+items of agent turns), driven by one httpx client (no cache answers it).
 Needs ``py-spy`` (``pip install py-spy``) and ``wrk`` (``apt-get install -y wrk``).
 """
 
@@ -34,6 +35,7 @@ from bench.harness import (  # noqa: E402
     CONTEXT_BUDGET,
     CONTEXT_ITEMS,
     api_key,
+    context_turn,
     service_process,
 )
 from tests.support.services import (  # noqa: E402
@@ -93,8 +95,11 @@ def main() -> None:
         client = httpx.Client(base_url=server.url, timeout=60, headers=headers)
         session = client.post("/v1/sessions", json={}).json()["id"]
         if args.scenario == "loop":
-            batch = {"items": [APPEND_BODY["items"][0]] * 100}
-            for _ in range(CONTEXT_ITEMS // 100):
+            # the harness's context sessions: agent turns (a request, a call, its output, an
+            # answer), then the loop appends short messages
+            items = [item for n in range(CONTEXT_ITEMS // 4) for item in context_turn(n)]
+            for start in range(0, len(items), 250):
+                batch = {"items": items[start : start + 250]}
                 assert client.post(f"/v1/sessions/{session}/items", json=batch).status_code == 201
         pid = server.proc.pid
         spy = subprocess.Popen(
