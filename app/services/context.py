@@ -15,9 +15,9 @@ Every answer is what one consistent state of the session projects to:
    reads the window's keys, the mandatory older items and the session's version; equal to
    the row's, it saw the state the row describes (every write bumps the version, and
    versions only grow). When that batch does not settle the read, more batches follow on the
-   same connection, each checked the same way, and the version is read once more after the
-   mandatory items of a wider window: unchanged, nothing was written in between. Bodies come
-   from the item cache or by seq (items never change);
+   same connection, each one statement checked the same way, bringing the mandatory items
+   older than the window it extends. Bodies come from the item cache or by seq (items never
+   change);
 3. anything else (a write landed in between, a read that needs the whole memory) runs in
    one REPEATABLE READ snapshot.
 """
@@ -42,7 +42,7 @@ from app.domain.projection import (
 from app.domain.sessions import SessionState
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
-from app.store.context import ContextRepository, WindowKeys
+from app.store.context import ContextRepository, OlderItems, WindowKeys
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
 
@@ -182,7 +182,7 @@ async def _at_once(
     if hint is None:
         return None, False
     repo = _repository(rt, db, actor, state)
-    batch = await repo.first_batch(
+    batch = await repo.batch(
         limit=_batch_size(state, hint, []),
         include_system=budget.keep_system,
         prefix_items=budget.pinned_prefix_items,
@@ -208,7 +208,7 @@ async def _at_once(
         first_attempt = 0
     return await _project(
         rt, db, actor, state, budget, format,
-        verified=False, autocommit=True, start=window, first_attempt=first_attempt,
+        verified=False, autocommit=True, start=(window, older), first_attempt=first_attempt,
     )  # fmt: skip
 
 
@@ -245,7 +245,7 @@ async def _project(
     *,
     verified: bool,
     autocommit: bool = False,
-    start: WindowKeys | None = None,
+    start: tuple[WindowKeys, OlderItems] | None = None,
     first_attempt: int = 0,
 ) -> tuple[ProjectedContext | None, bool]:
     """Load windows until one settles the read, then project it. In a snapshot ``db``,
@@ -254,10 +254,11 @@ async def _project(
     (every write bumps the version, so an equal version means an identical row).
 
     ``autocommit``: ``db`` runs each statement on its own (the usual case's connection), so
-    every window query is checked against ``state``'s version, and the version is read again
-    after the mandatory items, before projecting. (None, False): the whole memory is needed,
-    which only a snapshot reads. ``start``: the window already read, ``first_attempt``: the
-    first hint to try (the ones before it were settled by ``start``)."""
+    every batch is checked against ``state``'s version (a batch reads the keys, the mandatory
+    items older than them and the version in one statement). (None, False): the whole memory
+    is needed, which only a snapshot reads. ``start``: the window already read and the
+    mandatory items older than it, ``first_attempt``: the first hint to try (the ones before
+    it were settled by ``start``)."""
     session_id = state.id
     repo = _repository(rt, db, actor, state)
 
@@ -271,23 +272,29 @@ async def _project(
         source = _source(state, items, window_start=None)
         return project_context(source, budget, format=format), False
 
-    keys: list[tuple[int, int, int]] = list(start.rows) if start is not None else []
+    last_batch, older = start if start is not None else (None, None)
+    keys: list[tuple[int, int, int]] = list(last_batch.rows) if last_batch is not None else []
     loaded: dict[int, StoredItem] = {}
-    last_batch: WindowKeys | None = start
-    exhausted = start is not None and start.older_seq is None
+    exhausted = last_batch is not None and last_batch.older_seq is None
     for attempt in range(first_attempt, MAX_ATTEMPTS):
         hint = window_hint(budget, attempt=attempt)
         if hint is None:
             return await whole_memory()
         while not exhausted and not _covered(keys, hint):
-            before = keys[-1][0] if keys else None
-            last_batch = await repo.window_keys(
-                before_seq=before, limit=_batch_size(state, hint, keys)
+            limit = _batch_size(state, hint, keys)
+            batch = await repo.batch(
+                before_seq=keys[-1][0] if keys else None,
+                limit=limit,
+                include_system=budget.keep_system,
+                prefix_items=budget.pinned_prefix_items,
             )
             if autocommit or not verified:
-                if last_batch.session_version != state.version:
+                if batch.session_version != state.version:
                     return None, True
                 verified = True
+            # the window grows by ``limit`` keys (as far as the batch allows); the batch's
+            # mandatory rows are those older than it
+            last_batch, older = batch.split(min(max(limit, batch.min_window), batch.max_window))
             keys.extend(last_batch.rows)
             exhausted = last_batch.older_seq is None
         wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
@@ -302,14 +309,7 @@ async def _project(
             source = _source(state, window, window_start=None)
             return project_context(source, budget, format=format), False
         window_start = keys[-1][0]
-        older = await repo.mandatory_before(
-            last_batch,
-            window_start,
-            include_system=budget.keep_system,
-            prefix_items=budget.pinned_prefix_items,
-        )
-        if autocommit and await repo.session_version() != state.version:
-            return None, True
+        assert older is not None  # read with the batch the window ends in
         source = _source(state, older.items + window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:

@@ -2,14 +2,15 @@
 
 A projection reads, in one snapshot:
 
-1. ``window_keys``: the newest live items' seq and stored counts (integers only, newest
-   first), in batches until the window the budget needs is covered. Each batch asks for one
-   row more than it keeps: that row is the newest live item older than the window.
+1. ``batch``: one statement, in batches until the window the budget needs is covered: the
+   next live items' seq and stored counts (integers only, newest first, older than the
+   previous batch), the few older items that are mandatory whatever the budget (pinned,
+   system/developer, the pinned prefix, the newest user message; each with the seqs of its
+   live neighbours, so the runs of unloaded items between them need no further query), and
+   the session's version, all seen by one snapshot. Each batch reads more keys than a window
+   cut from it keeps: the key after the window is the newest live item older than it.
 2. ``items``: the bodies of the window, decoded once per process (the item cache) and fetched
    from the database only for the seqs not decoded before.
-3. ``mandatory_before``: the few older items that are mandatory whatever the budget (pinned,
-   system/developer, the pinned prefix, the newest user message), each with the seq of its
-   live neighbours, so the runs of unloaded items between them need no further query.
 
 All of it goes through the partial indexes on live items.
 """
@@ -87,19 +88,6 @@ def _window_keys_statement(*, bounded: bool, rows: int) -> sa.Select[Any]:
     )
 
 
-_WINDOW_KEYS: dict[tuple[bool, int], RawQuery] = {}
-
-
-def _window_keys(*, bounded: bool, at_least: int) -> RawQuery:
-    rows = _rows_for(at_least)
-    query = _WINDOW_KEYS.get((bounded, rows))
-    if query is None:
-        query = _WINDOW_KEYS[(bounded, rows)] = RawQuery(
-            _window_keys_statement(bounded=bounded, rows=rows)
-        )
-    return query
-
-
 def _mandatory_statement(
     *,
     include_system: bool,
@@ -154,17 +142,21 @@ _CREATED_AT = ITEM_COLUMNS.index(t.c.created_at)
 _N = len(ITEM_COLUMNS)  # rows put the previous and next live seq right after the item columns
 
 
-def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int) -> Any:
-    """One statement (one snapshot, one round trip) for a read's usual case: the newest
-    ``rows`` keys (kind 0) and the mandatory items older than the newest ``rows // 2`` (kind
-    1). The caller's window is the newest ``limit`` keys with ``rows // 2 <= limit < rows``, so
-    the mandatory part covers everything older than the window, plus a few mandatory items
-    inside it, which the caller drops. Columns: kind, the item columns, previous and next live
-    seq, session version, first live seq (NULL where they do not apply; the keys carry the
-    version). Counts are written into the text, so Postgres plans each statement once."""
+def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, bounded: bool) -> Any:
+    """One statement (one snapshot, one round trip) per batch of a read: the newest ``rows``
+    keys (older than ``:before_seq`` if ``bounded``; kind 0) and the mandatory items older
+    than the newest ``rows // 2`` of them (kind 1). A window cut from the batch keeps between
+    ``rows // 2`` and ``rows - 1`` of its keys, so the mandatory part covers everything older
+    than the window, plus a few mandatory items inside it, which the caller drops. Columns:
+    kind, the item columns, previous and next live seq, session version, first live seq (NULL
+    where they do not apply; the keys carry the version). Counts are written into the text,
+    so Postgres plans each statement once."""
+    where = [_live()]
+    if bounded:
+        where.append(t.c.seq < sa.bindparam("before_seq"))
     newest = (
         sa.select(t.c.seq)
-        .where(_live())
+        .where(*where)
         .order_by(t.c.seq.desc())
         .limit(sa.literal_column(str(rows // 2)))
         .subquery("newest")
@@ -173,7 +165,7 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
     mandatory = _mandatory_statement(
         include_system=include_system, with_prefix=with_prefix, window_start=bound
     ).subquery("mandatory")
-    keys = _window_keys_statement(bounded=False, rows=rows).subquery("keys")
+    keys = _window_keys_statement(bounded=bounded, rows=rows).subquery("keys")
     seq, tokens, chars, first_live, version = keys.c
     null = sa.null()
     return sa.union_all(
@@ -192,7 +184,7 @@ def _first_batch_statement(*, include_system: bool, with_prefix: bool, rows: int
     )
 
 
-_FIRST_BATCH: dict[tuple[bool, bool, int], RawQuery] = {}
+_BATCHES: dict[tuple[bool, bool, int, bool], RawQuery] = {}
 
 
 _VERSION = RawQuery(sa.select(_session_version()))
@@ -214,14 +206,6 @@ def _bodies(*, live_only: bool) -> RawQuery:
 
 _BODIES = _bodies(live_only=True)
 _ANY_BODIES = _bodies(live_only=False)
-_MANDATORY = {
-    (system, prefix): RawQuery(
-        _mandatory_statement(include_system=system, with_prefix=prefix).order_by(t.c.seq),
-        utc_columns=[_CREATED_AT],
-    )
-    for system in (False, True)
-    for prefix in (False, True)
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,11 +244,11 @@ def _window_of(
 
 
 @dataclass(frozen=True, slots=True)
-class FirstBatch:
-    """The first statement of a read (``ContextRepository.first_batch``): the newest live
-    items' ``(seq, tokens, chars)``, newest first, and the mandatory rows older than the
-    newest ``min_window`` of them (ascending). Any window of ``min_window`` to ``max_window``
-    keys can be cut from it: the key after the window names the next older item, and every
+class Batch:
+    """One statement of a read (``ContextRepository.batch``): the next live items'
+    ``(seq, tokens, chars)``, newest first, and the mandatory rows older than the newest
+    ``min_window`` of them (ascending). Any window of ``min_window`` to ``max_window`` keys
+    can be cut from it: the key after the window names the next older item, and every
     mandatory item older than the window is among the rows."""
 
     keys: list[tuple[int, int, int]]
@@ -302,38 +286,38 @@ class ContextRepository:
         self.cache = cache
         self._scope = {"tenant_id": tenant_id, "session_id": session_id}
 
-    async def window_keys(self, *, before_seq: int | None, limit: int) -> WindowKeys:
-        """Up to ``limit`` live items older than ``before_seq`` (None: the newest), newest
-        first, as integers; plus the seq of the next older live item and of the oldest."""
-        query = _window_keys(bounded=before_seq is not None, at_least=limit + 1)
-        params: dict[str, Any] = dict(self._scope)
-        if before_seq is not None:
-            params["before_seq"] = before_seq
-        rows = await query.rows(self.db, params)
-        first_live, version = (rows[0][3], rows[0][4]) if rows else (None, None)
-        return await self._window([r[:3] for r in rows], limit, first_live, version)
-
-    async def first_batch(
-        self, *, limit: int, include_system: bool, prefix_items: int
-    ) -> FirstBatch:
-        """The newest keys (at least ``limit + 1`` of them, as many as the statement's row
-        count) and the mandatory items older than the newest half of them, in one statement
-        (so one snapshot): ``FirstBatch.split`` makes any window of a size it allows into
-        ``window_keys`` and ``mandatory_before`` results. The mandatory part only counts if
-        that window turns out to settle the read."""
+    async def batch(
+        self,
+        *,
+        before_seq: int | None = None,
+        limit: int,
+        include_system: bool,
+        prefix_items: int,
+    ) -> Batch:
+        """The newest keys older than ``before_seq`` (None: the newest of all; at least
+        ``limit + 1`` of them, as many as the statement's row count) and the mandatory items
+        older than the newest half of them, in one statement (so one snapshot):
+        ``Batch.split`` cuts a window of a size it allows and gives the mandatory items older
+        than it. The mandatory part only counts for the batch the window ends in."""
         rows = _rows_for(limit + 1)
-        variant = (include_system, prefix_items > 0, rows)
-        query = _FIRST_BATCH.get(variant)
+        bounded = before_seq is not None
+        variant = (include_system, prefix_items > 0, rows, bounded)
+        query = _BATCHES.get(variant)
         if query is None:
-            query = _FIRST_BATCH[variant] = RawQuery(
-                _first_batch_statement(
-                    include_system=include_system, with_prefix=prefix_items > 0, rows=rows
+            query = _BATCHES[variant] = RawQuery(
+                _batch_statement(
+                    include_system=include_system,
+                    with_prefix=prefix_items > 0,
+                    rows=rows,
+                    bounded=bounded,
                 ),
                 utc_columns=[1 + _CREATED_AT],
             )
         params: dict[str, Any] = dict(self._scope)
         if prefix_items > 0:
             params["prefix_items"] = prefix_items
+        if bounded:
+            params["before_seq"] = before_seq
         found = await query.rows(self.db, params)
         keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
         if keys:
@@ -341,7 +325,7 @@ class ContextRepository:
         else:  # no live item: the version still has to come from a statement
             first_live, version = None, await self.session_version()
         mandatory = sorted((r[1:] for r in found if r[0] == 1), key=lambda r: r[0])
-        return FirstBatch(
+        return Batch(
             keys=[(r[1], r[4], r[5]) for r in keys],
             mandatory=mandatory,
             first_live_seq=first_live,
@@ -350,20 +334,6 @@ class ContextRepository:
             min_window=min(rows // 2, len(keys)),
             max_window=len(keys) - 1 if len(keys) == rows else len(keys),
         )
-
-    async def _window(
-        self,
-        keys: Sequence[Sequence[int]],
-        limit: int,
-        first_live: int | None,
-        version: int | None,
-    ) -> WindowKeys:
-        """The window from ``(seq, tokens, chars)`` rows, newest first (one past ``limit``
-        names the next older item). No rows: no live item, and the version still has to
-        come from this snapshot."""
-        if not keys:
-            version = await self.session_version()
-        return _window_of(keys, limit, first_live, version)
 
     async def session_version(self) -> int | None:
         rows = await _VERSION.rows(self.db, self._scope)
@@ -393,25 +363,6 @@ class ContextRepository:
                 if cache is not None:
                     cache.put((*base, item.seq), item)
         return [found[seq] for seq in seqs if seq in found]
-
-    async def mandatory_before(
-        self,
-        window: WindowKeys,
-        window_start: int,
-        *,
-        include_system: bool,
-        prefix_items: int,
-    ) -> OlderItems:
-        """Older than ``window_start``: pinned items, system/developer messages (if asked), the
-        first ``prefix_items`` items of working memory and the newest user message, with the
-        runs of live items between them that are not loaded. One query: each mandatory row
-        carries the seqs of its nearest live neighbours."""
-        stmt = _MANDATORY[(include_system, prefix_items > 0)]
-        params: dict[str, Any] = {**self._scope, "window_start": window_start}
-        if prefix_items > 0:
-            params["prefix_items"] = prefix_items
-        rows = await stmt.rows(self.db, params)
-        return _older(window, window_start, rows)
 
 
 def _older(window: WindowKeys, window_start: int, rows: Sequence[Any]) -> OlderItems:

@@ -528,3 +528,64 @@ async def test_a_tail_smaller_than_the_average_settles_without_a_snapshot(settin
         assert at_once.payload == snapshot.payload and at_once.report == snapshot.report
         assert 100 < at_once.report.projected_items < 400
         assert at_once.report.projected_tokens <= 1000
+
+
+async def test_continued_batches_bring_the_mandatory_items_older_than_the_window(
+    settings: Any,
+) -> None:
+    """A read that needs several batches reads, with each one, the mandatory items older
+    than the window it extends (pinned items, system messages, the pinned prefix): one
+    statement per batch, and the prompt is the whole working memory's."""
+    from app.services import context as service
+    from app.services.access import load_session
+    from app.services.runtime import Actor
+    from app.store import raw
+
+    async with serving(settings) as (rt, c):
+        sid = "small-tail-mandatory"
+        await create(c, sid)
+        head = [
+            {"type": "message", "role": "system", "content": "You are terse."},
+            user("first question"),
+            user("pinned fact: the deploy key rotates on Mondays", pinned=True),
+        ]
+        documents = [user(f"document {n}: " + "lorem ipsum dolor sit amet " * 300) for n in range(12)]
+        assert (await append(c, sid, head + documents)).status_code == 201
+        turns = [user(f"ok {n}", pinned=n in (30, 260)) for n in range(400)]
+        for start in range(0, len(turns), 20):
+            assert (await append(c, sid, turns[start : start + 20])).status_code == 201
+        async with rt.store.read() as db:
+            state = await load_session(db, Actor(), sid)
+        overrides = {"max_tokens": 1000, "pinned_prefix_items": 2, "keep_system": True}
+        budget = Budget(**overrides)
+        statements = 0
+        original = raw.RawQuery.rows
+
+        async def counted(self: raw.RawQuery, db: Any, params: Any) -> Any:
+            nonlocal statements
+            statements += 1
+            return await original(self, db, params)
+
+        raw.RawQuery.rows = counted  # type: ignore[method-assign]
+        try:
+            async with rt.store.read() as db:
+                at_once, outdated = await service._at_once(rt, db, Actor(), state, budget, "openai-chat")
+        finally:
+            raw.RawQuery.rows = original  # type: ignore[method-assign]
+        assert at_once is not None and not outdated
+        memory = [stored(w) for w in await all_items(c, sid)]
+        full = ContextSource(
+            summary=None,
+            items=memory,
+            total_items=len(memory),
+            total_tokens=sum(m.tokens for m in memory),
+            total_chars=sum(m.chars for m in memory),
+        )
+        expected = project_context(full, budget, format="openai-chat")
+        assert at_once.payload == expected.payload and at_once.report == expected.report
+        texts = json.dumps(at_once.payload)
+        for mandatory in ("You are terse.", "first question", "pinned fact", "ok 30", "ok 260"):
+            assert mandatory in texts, mandatory
+        # the first batch and one more, each keys, mandatory rows and version in one
+        # statement (the bodies were cached by the appends; it took four before)
+        assert statements == 2, statements

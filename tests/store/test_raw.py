@@ -48,13 +48,20 @@ async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
     scope = {"tenant_id": "default", "session_id": "raw-1"}
     cases: list[tuple[Any, dict[str, Any]]] = [
         (_GET, scope),
-        (ctx._window_keys(bounded=True, at_least=20), {**scope, "before_seq": 80}),
-        (ctx._window_keys(bounded=False, at_least=100), scope),
         (ctx._VERSION, scope),
         (ctx._BODIES, {**scope, "seqs": [1, 2, 5, 90, 91]}),
         (ctx._ANY_BODIES, {**scope, "seqs": [3, 4, 1000]}),
     ]
-    cases += [(q, {**scope, "window_start": 60, "prefix_items": 2}) for q in ctx._MANDATORY.values()]
+    for system in (False, True):
+        for prefix in (False, True):
+            for bounded in (False, True):
+                batch = ctx.RawQuery(
+                    ctx._batch_statement(
+                        include_system=system, with_prefix=prefix, rows=32, bounded=bounded
+                    ),
+                    utc_columns=[1 + ctx._CREATED_AT],
+                )
+                cases.append((batch, {**scope, "prefix_items": 2, "before_seq": 70}))
     async with filled.read() as db:
         for query, params in cases:
             raw = [tuple(r) for r in await query.rows(db, params)]
