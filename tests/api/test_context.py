@@ -36,6 +36,19 @@ def stored(wire: dict[str, Any]) -> StoredItem:
     )
 
 
+async def whole_memory(client: httpx.AsyncClient, sid: str) -> ContextSource:
+    """The session's whole working memory and summary, as the projection takes it."""
+    memory = [stored(w) for w in await all_items(client, sid)]
+    session = (await client.get(f"/v1/sessions/{sid}")).json()
+    return ContextSource(
+        summary=session["summary"],
+        items=memory,
+        total_items=len(memory),
+        total_tokens=sum(m.tokens for m in memory),
+        total_chars=sum(m.chars for m in memory),
+    )
+
+
 def payload_of(body: dict[str, Any]) -> dict[str, Any]:
     return {k: body[k] for k in ("items", "messages", "input", "system") if k in body}
 
@@ -99,15 +112,7 @@ async def test_served_context_equals_the_full_projection(client: httpx.AsyncClie
     """The service loads only a window of a long session; whatever it loads, the answer is
     byte-identical to projecting the whole working memory."""
     await seed(client, sid, 120)
-    memory = [stored(w) for w in await all_items(client, sid)]
-    session = (await client.get(f"/v1/sessions/{sid}")).json()
-    full = ContextSource(
-        summary=session["summary"],
-        items=memory,
-        total_items=len(memory),
-        total_tokens=sum(m.tokens for m in memory),
-        total_chars=sum(m.chars for m in memory),
-    )
+    full = await whole_memory(client, sid)
     rng = random.Random(11)
     budgets: list[dict[str, Any]] = [{"max_tokens": 8000}, {"max_items": 20}, {"max_chars": 3000}]
     for _ in range(18):
@@ -573,15 +578,7 @@ async def test_continued_batches_bring_the_mandatory_items_older_than_the_window
         finally:
             raw.RawQuery.rows = original  # type: ignore[method-assign]
         assert at_once is not None and not outdated
-        memory = [stored(w) for w in await all_items(c, sid)]
-        full = ContextSource(
-            summary=None,
-            items=memory,
-            total_items=len(memory),
-            total_tokens=sum(m.tokens for m in memory),
-            total_chars=sum(m.chars for m in memory),
-        )
-        expected = project_context(full, budget, format="openai-chat")
+        expected = project_context(await whole_memory(c, sid), budget, format="openai-chat")
         assert at_once.payload == expected.payload and at_once.report == expected.report
         texts = json.dumps(at_once.payload)
         for mandatory in ("You are terse.", "first question", "pinned fact", "ok 30", "ok 260"):

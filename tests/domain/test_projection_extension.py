@@ -15,21 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 from app.domain.formats import FORMAT_NAMES, ingest
 from app.domain.projection import Budget, project_context
 from app.domain.projection import render as render_module
 from app.domain.projection.render import Builder, Extension, Render
 from tests.domain.strategies import Session, budgets, sessions, store
+from tests.domain.test_projection_properties import PROPS
 
-MANY = settings(
-    max_examples=250,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+MANY = settings(PROPS, max_examples=250)
 
 
 class Checked:
