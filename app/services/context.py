@@ -42,7 +42,7 @@ from app.domain.projection import (
 from app.domain.sessions import SessionState
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime
-from app.store.context import ContextRepository, OlderItems, WindowKeys
+from app.store.context import ContextRepository, Older, WindowKeys
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
 
@@ -193,13 +193,14 @@ async def _at_once(
     exhausted = window.older_seq is None
     if exhausted or _covered(window.rows, hint):
         wanted = [seq for seq, _, _ in reversed(window.rows)]  # ascending
-        items = await repo.items(wanted, live_only=False)
-        if len(items) != len(wanted):  # purged meanwhile: let the snapshot path decide
+        # the older mandatory items first (all older than the window), then the window
+        items = await repo.items([*older.seqs, *wanted], live_only=False)
+        if len(items) != len(older.seqs) + len(wanted):  # purged meanwhile: the snapshot decides
             return None, False
         if exhausted:
             source = _source(state, items, window_start=None)
         else:
-            source = _source(state, older.items + items, window_start=wanted[0], runs=older.runs)
+            source = _source(state, items, window_start=wanted[0], runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
             return projected, False
@@ -245,7 +246,7 @@ async def _project(
     *,
     verified: bool,
     autocommit: bool = False,
-    start: tuple[WindowKeys, OlderItems] | None = None,
+    start: tuple[WindowKeys, Older] | None = None,
     first_attempt: int = 0,
 ) -> tuple[ProjectedContext | None, bool]:
     """Load windows until one settles the read, then project it. In a snapshot ``db``,
@@ -298,19 +299,22 @@ async def _project(
             keys.extend(last_batch.rows)
             exhausted = last_batch.older_seq is None
         wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
-        missing = [seq for seq in wanted if seq not in loaded]
+        whole = exhausted or last_batch is None
+        # the older mandatory items (read with the batch the window ends in), then the window
+        seqs = wanted if whole or older is None else [*older.seqs, *wanted]
+        missing = [seq for seq in seqs if seq not in loaded]
         # (autocommit: the keys were read at ``state``'s version, which decided them)
         for item in await repo.items(missing, live_only=not autocommit):
             loaded[item.seq] = item
-        window = [loaded[seq] for seq in wanted if seq in loaded]
-        if autocommit and len(window) != len(wanted):  # purged meanwhile
+        window = [loaded[seq] for seq in seqs if seq in loaded]
+        if autocommit and len(window) != len(seqs):  # purged meanwhile
             return None, False
-        if exhausted or last_batch is None:
+        if whole:
             source = _source(state, window, window_start=None)
             return project_context(source, budget, format=format), False
+        assert older is not None
         window_start = keys[-1][0]
-        assert older is not None  # read with the batch the window ends in
-        source = _source(state, older.items + window, window_start=window_start, runs=older.runs)
+        source = _source(state, window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
             return projected, False

@@ -4,13 +4,15 @@ A projection reads, in one snapshot:
 
 1. ``batch``: one statement, in batches until the window the budget needs is covered: the
    next live items' seq and stored counts (integers only, newest first, older than the
-   previous batch), the few older items that are mandatory whatever the budget (pinned,
-   system/developer, the pinned prefix, the newest user message; each with the seqs of its
-   live neighbours, so the runs of unloaded items between them need no further query), and
+   previous batch), the seqs of the few older items that are mandatory whatever the budget
+   (pinned, system/developer, the pinned prefix, the newest user message; each with the seqs
+   of its live neighbours, so the runs of unloaded items between them need no further
+   query), and
    the session's version, all seen by one snapshot. Each batch reads more keys than a window
    cut from it keeps: the key after the window is the newest live item older than it.
-2. ``items``: the bodies of the window, decoded once per process (the item cache) and fetched
-   from the database only for the seqs not decoded before.
+2. ``items``: the bodies of the window and of those mandatory items, decoded once per
+   process (the item cache) and fetched from the database only for the seqs not decoded
+   before (a stored item never changes, so they can be read after the batch chose them).
 
 All of it goes through the partial indexes on live items.
 """
@@ -89,15 +91,10 @@ def _window_keys_statement(*, bounded: bool, rows: int) -> sa.Select[Any]:
 
 
 def _mandatory_statement(
-    *,
-    include_system: bool,
-    with_prefix: bool,
-    window_start: sa.ColumnElement[Any] | None = None,
+    *, include_system: bool, with_prefix: bool, window_start: sa.ColumnElement[Any]
 ) -> sa.Select[Any]:
-    """Mandatory items older than ``window_start`` (default: the ``:window_start``
-    parameter), each with its live neighbours' seqs."""
-    if window_start is None:
-        window_start = sa.bindparam("window_start")
+    """The seqs of the mandatory items older than ``window_start``, each with its live
+    neighbours' seqs (the bodies come from the item cache, or by seq: items never change)."""
     conditions: list[sa.ColumnElement[bool]] = [t.c.pinned]
     if include_system:
         # literal values: the partial index on mandatory items names these roles
@@ -133,13 +130,12 @@ def _mandatory_statement(
         .where(_live(after), after.c.seq > t.c.seq)
         .scalar_subquery()
     )
-    return sa.select(*ITEM_COLUMNS, previous_live, next_live).where(
+    return sa.select(t.c.seq, previous_live, next_live).where(
         _live(), t.c.seq < window_start, sa.or_(*conditions)
     )
 
 
 _CREATED_AT = ITEM_COLUMNS.index(t.c.created_at)
-_N = len(ITEM_COLUMNS)  # rows put the previous and next live seq right after the item columns
 
 
 def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, bounded: bool) -> Any:
@@ -148,9 +144,10 @@ def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, boun
     than the newest ``rows // 2`` of them (kind 1). A window cut from the batch keeps between
     ``rows // 2`` and ``rows - 1`` of its keys, so the mandatory part covers everything older
     than the window, plus a few mandatory items inside it, which the caller drops. Columns:
-    kind, the item columns, previous and next live seq, session version, first live seq (NULL
-    where they do not apply; the keys carry the version). Counts are written into the text,
-    so Postgres plans each statement once."""
+    kind, seq, tokens, chars, previous and next live seq, session version, first live seq
+    (NULL where they do not apply: the keys carry counts and the version, the mandatory rows
+    their neighbours). Only integers: a batch is as narrow as the keys. Counts are written
+    into the text, so Postgres plans each statement once."""
     where = [_live()]
     if bounded:
         where.append(t.c.seq < sa.bindparam("before_seq"))
@@ -167,21 +164,15 @@ def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, boun
     ).subquery("mandatory")
     keys = _window_keys_statement(bounded=bounded, rows=rows).subquery("keys")
     seq, tokens, chars, first_live, version = keys.c
+    m_seq, previous_live, next_live = mandatory.c
     null = sa.null()
     return sa.union_all(
-        sa.select(sa.literal_column("1").label("kind"), *mandatory.c, null, null),
         sa.select(
-            sa.literal_column("0"),
-            seq,
-            null,
-            null,
-            tokens,
-            chars,
-            *[null] * (len(ITEM_COLUMNS) - 3),  # the other item columns, previous, next
-            version,
-            first_live,
+            sa.literal_column("1").label("kind"), m_seq, null, null, previous_live, next_live,
+            null, null,
         ),
-    )
+        sa.select(sa.literal_column("0"), seq, tokens, chars, null, null, version, first_live),
+    )  # fmt: skip
 
 
 _BATCHES: dict[tuple[bool, bool, int, bool], RawQuery] = {}
@@ -223,10 +214,11 @@ class WindowKeys:
 
 
 @dataclass(frozen=True, slots=True)
-class OlderItems:
-    """Mandatory items older than the window, ascending, and the unloaded runs around them."""
+class Older:
+    """The mandatory items older than the window (their seqs, ascending) and the unloaded runs
+    around them."""
 
-    items: list[StoredItem]
+    seqs: list[int]
     runs: list[tuple[int, int]]
 
 
@@ -252,19 +244,19 @@ class Batch:
     mandatory item older than the window is among the rows."""
 
     keys: list[tuple[int, int, int]]
-    mandatory: list[Any]
+    mandatory: list[tuple[int, int | None, int | None]]  # seq, previous and next live seq
     first_live_seq: int | None
     session_version: int | None
     min_window: int
     max_window: int
 
-    def split(self, size: int) -> tuple[WindowKeys, OlderItems]:
+    def split(self, size: int) -> tuple[WindowKeys, Older]:
         """The window of the newest ``size`` keys (``min_window <= size <= max_window``) and
         the mandatory items older than it."""
         assert self.min_window <= size <= self.max_window
         window = _window_of(self.keys, size, self.first_live_seq, self.session_version)
         if window.older_seq is None:
-            return window, OlderItems(items=[], runs=[])
+            return window, Older(seqs=[], runs=[])
         start = window.rows[-1][0]
         return window, _older(window, start, [r for r in self.mandatory if r[0] < start])
 
@@ -311,7 +303,6 @@ class ContextRepository:
                     rows=rows,
                     bounded=bounded,
                 ),
-                utc_columns=[1 + _CREATED_AT],
             )
         params: dict[str, Any] = dict(self._scope)
         if prefix_items > 0:
@@ -321,12 +312,12 @@ class ContextRepository:
         found = await query.rows(self.db, params)
         keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
         if keys:
-            first_live, version = keys[0][_N + 4], keys[0][_N + 3]
+            version, first_live = keys[0][6], keys[0][7]
         else:  # no live item: the version still has to come from a statement
             first_live, version = None, await self.session_version()
-        mandatory = sorted((r[1:] for r in found if r[0] == 1), key=lambda r: r[0])
+        mandatory = sorted((r[1], r[4], r[5]) for r in found if r[0] == 1)
         return Batch(
-            keys=[(r[1], r[4], r[5]) for r in keys],
+            keys=[(r[1], r[2], r[3]) for r in keys],
             mandatory=mandatory,
             first_live_seq=first_live,
             session_version=version,
@@ -365,17 +356,15 @@ class ContextRepository:
         return [found[seq] for seq in seqs if seq in found]
 
 
-def _older(window: WindowKeys, window_start: int, rows: Sequence[Any]) -> OlderItems:
-    """Mandatory rows (item columns, previous live seq, next live seq; ascending) and the runs
-    of live items between them that are not loaded: a run lies between two consecutive loaded
-    items (or before the first), from the live item after the earlier one to the live item
-    before the later one."""
-    items = [item_of_row(row) for row in rows]
+def _older(window: WindowKeys, window_start: int, rows: Sequence[tuple[int, Any, Any]]) -> Older:
+    """Mandatory rows (seq, previous live seq, next live seq; ascending) and the runs of live
+    items between them that are not loaded: a run lies between two consecutive loaded items
+    (or before the first), from the live item after the earlier one to the live item before
+    the later one."""
     runs: list[tuple[int, int]] = []
     start = window.first_live_seq
-    bounds = [(row[0], row[_N], row[_N + 1]) for row in rows]
-    for seq, previous, following in [*bounds, (window_start, window.older_seq, None)]:
+    for seq, previous, following in [*rows, (window_start, window.older_seq, None)]:
         if start is not None and previous is not None and start < seq:
             runs.append((int(start), int(previous)))
         start = following
-    return OlderItems(items=items, runs=runs)
+    return Older(seqs=[int(row[0]) for row in rows], runs=runs)

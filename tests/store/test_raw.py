@@ -58,8 +58,7 @@ async def test_raw_rows_equal_sqlalchemy_rows(filled: Store) -> None:
                 batch = ctx.RawQuery(
                     ctx._batch_statement(
                         include_system=system, with_prefix=prefix, rows=32, bounded=bounded
-                    ),
-                    utc_columns=[1 + ctx._CREATED_AT],
+                    )
                 )
                 cases.append((batch, {**scope, "prefix_items": 2, "before_seq": 70}))
     async with filled.read() as db:
