@@ -124,11 +124,8 @@ def project_context(
     # paired outputs, calls unless dropped as dangling (only a function call can get a
     # placeholder output); then reasoning, whose follower (a call, an assistant message or a
     # hosted item, never reasoning) is decided by now.
-    origins = [it.format for it in items]
-    can_render = [
-        (kind != OUTPUT or i in a.call_of) and representable(format, bodies[i], origin=origins[i])
-        for i, kind in enumerate(kinds)
-    ]
+    carried = [representable(format, it.body, origin=it.format) for it in items]
+    can_render = [(kind != OUTPUT or i in a.call_of) and carried[i] for i, kind in enumerate(kinds)]
     for i in dangling:
         if drop_dangling or not placeholder_allowed(items[i], format):
             can_render[i] = False
@@ -136,7 +133,7 @@ def project_context(
         can_render[i] = (
             follower is not None
             and can_render[follower]
-            and representable(format, bodies[i], origin=origins[i])
+            and carried[i]
             and (format != "anthropic" or i not in trimmed)
         )
     cache = TokenCache(budget.tokenizer)
@@ -297,6 +294,7 @@ def project_context(
         trimmed=trimmed,
         dangling=dangling,
         can_render=can_render,
+        carried=carried,
         drop_dangling=drop_dangling,
         format=format,
     )

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.formats import FormatName, degraded_parts, lossy_notes, representable
+from app.domain.formats import FormatName, degraded_parts, lossy_notes
 from app.domain.items import CanonicalItem, StoredItem
 from app.domain.tokens import TokenizerName
 
@@ -80,13 +80,13 @@ def selection_notes(
     trimmed: set[int],
     dangling: set[int],
     can_render: Sequence[bool],
+    carried: Sequence[bool],
     drop_dangling: bool,
     format: FormatName,
 ) -> list[str]:
-    """The notes on what the tiers did and what the selection left out, and why."""
+    """The notes on what the tiers did and what the selection left out, and why
+    (``carried``: whether the format can carry each item at all, ``formats.representable``)."""
     kinds = a.kinds
-    bodies = [it.body for it in items]
-    origins = [it.format for it in items]
     notes: list[str] = []
     out_rendered = [i for i in result.rendered if kinds[i] == OUTPUT]
     n_cleared = sum(1 for i in out_rendered if i in cleared)
@@ -99,8 +99,9 @@ def selection_notes(
     left_out: dict[str, int] = {}
     for i in selected:
         kind = kinds[i]
-        if kind != REASONING and not representable(format, bodies[i], origin=origins[i]):
-            left_out[bodies[i].type] = left_out.get(bodies[i].type, 0) + 1
+        if kind != REASONING and not carried[i]:
+            kind_name = items[i].body.type
+            left_out[kind_name] = left_out.get(kind_name, 0) + 1
         elif kind == CALL:
             if i in dangling:
                 sel_dangling += 1
@@ -111,7 +112,7 @@ def selection_notes(
             follower = a.follower.get(i)
             if follower is None:
                 stray += 1
-            elif not representable(format, bodies[i], origin=origins[i]):
+            elif not carried[i]:
                 unrepresentable += 1
             elif i in trimmed and can_render[follower]:
                 n_trimmed += 1
