@@ -60,13 +60,22 @@ def _project(session: Session, budget: Budget, fmt: str) -> Any:
 
 
 @MANY
-@given(session=sessions(faithful=True), budget=budgets())
+@given(session=sessions(faithful=True, max_turns=8), budget=budgets())
 def test_every_extension_the_search_uses_measures_what_the_build_would(
     session: Session, budget: Budget
 ) -> None:
+    """The drawn budget, and token budgets at every tenth of the whole memory's count (with
+    and without ``start_on: user``), so that the search probes cuts all along the memory:
+    merges across the new junctions (the count falls short of the sum) and an old junction
+    undone (it exceeds the sum) both occur among them."""
+    whole = _project(session, Budget(), "openai-chat").report.projected_tokens
     with pytest.MonkeyPatch.context() as patch:
         Checked().install(patch)
         _project(session, budget, "openai-chat")
+        for tenth in range(1, 10):
+            for start_on in ("any", "user"):
+                swept = Budget(max_tokens=max(1, whole * tenth // 10), start_on=start_on)
+                _project(session, swept, "openai-chat")
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
