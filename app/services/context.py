@@ -273,7 +273,10 @@ async def _project(
         source = _source(state, items, window_start=None)
         return project_context(source, budget, format=format), False
 
-    last_batch, older = start if start is not None else (None, None)
+    last_batch: WindowKeys | None = None
+    older = Older(seqs=[], runs=[])
+    if start is not None:
+        last_batch, older = start
     keys: list[tuple[int, int, int]] = list(last_batch.rows) if last_batch is not None else []
     loaded: dict[int, StoredItem] = {}
     exhausted = last_batch is not None and last_batch.older_seq is None
@@ -301,7 +304,7 @@ async def _project(
         wanted = [seq for seq, _, _ in reversed(keys)]  # ascending
         whole = exhausted or last_batch is None
         # the older mandatory items (read with the batch the window ends in), then the window
-        seqs = wanted if whole or older is None else [*older.seqs, *wanted]
+        seqs = wanted if whole else [*older.seqs, *wanted]
         missing = [seq for seq in seqs if seq not in loaded]
         # (autocommit: the keys were read at ``state``'s version, which decided them)
         for item in await repo.items(missing, live_only=not autocommit):
@@ -312,7 +315,6 @@ async def _project(
         if whole:
             source = _source(state, window, window_start=None)
             return project_context(source, budget, format=format), False
-        assert older is not None
         window_start = keys[-1][0]
         source = _source(state, window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)

@@ -222,19 +222,6 @@ class Older:
     runs: list[tuple[int, int]]
 
 
-def _window_of(
-    keys: Sequence[Sequence[int]], limit: int, first_live: int | None, version: int | None
-) -> WindowKeys:
-    """The window of the newest ``limit`` of ``(seq, tokens, chars)`` rows, newest first; the
-    row after them, if any, names the next older item."""
-    return WindowKeys(
-        rows=[(seq, tokens, chars) for seq, tokens, chars in keys[:limit]],
-        older_seq=keys[limit][0] if len(keys) > limit else None,
-        first_live_seq=first_live,
-        session_version=version,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One statement of a read (``ContextRepository.batch``): the next live items'
@@ -254,7 +241,13 @@ class Batch:
         """The window of the newest ``size`` keys (``min_window <= size <= max_window``) and
         the mandatory items older than it."""
         assert self.min_window <= size <= self.max_window
-        window = _window_of(self.keys, size, self.first_live_seq, self.session_version)
+        keys = self.keys
+        window = WindowKeys(
+            rows=keys[:size],
+            older_seq=keys[size][0] if len(keys) > size else None,
+            first_live_seq=self.first_live_seq,
+            session_version=self.session_version,
+        )
         if window.older_seq is None:
             return window, Older(seqs=[], runs=[])
         start = window.rows[-1][0]
