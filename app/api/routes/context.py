@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.deps import ActorDep, ReadInRoute, RuntimeDep, actor_of, read_all, runtime_of
 from app.api.encoding import context_body, dumps
+from app.api.hot_route import hot_route
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import ContextItemRead, FormatName, StrictBody
@@ -169,7 +170,9 @@ _GET_PARAMETERS = (SESSION_ID_IN_PATH, _FORMAT, *_BUDGET_PARAMETERS)
 assert tuple(p.name for p in _BUDGET_PARAMETERS) == BUDGET_FIELDS
 
 
-@router.get(
+@hot_route(
+    router,
+    "GET",
     "",
     response_model=ContextRead,
     operation_id="getContext",

@@ -20,6 +20,7 @@ from app.api.deps import (
     runtime_of,
 )
 from app.api.encoding import dumps, encode_append, items_dicts, rendered_page
+from app.api.hot_route import hot_route
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.schemas import (
@@ -52,7 +53,9 @@ _CREATE = ReadInRoute(
 _APPEND_PARAMETERS = (SESSION_ID_IN_PATH, _CREATE, IF_MATCH, IDEMPOTENCY_KEY)
 
 
-@router.post(
+@hot_route(
+    router,
+    "POST",
     "",
     status_code=201,
     response_model=AppendRead,
