@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from app.api.auth import AuthMiddleware, declare_security
 from app.api.body_guard import JsonGuardMiddleware
+from app.api.hot_route import serve_hot_routes_first
 from app.api.observability import EdgeMiddleware, instrument
 from app.api.openapi_examples import declare_examples
 from app.api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.state.auth_required = auth_required(settings, built_by_asgi_server=built_by_asgi_server)
     app.state.default_tenant = settings.auth.default_tenant
+    serve_hot_routes_first(app, ROUTERS)
     for router in (*HOT_ROUTERS, *(r for r in ROUTERS if r not in HOT_ROUTERS)):
         app.include_router(router)
     mcp_endpoint.mount(app)  # /mcp: app.mcp, not in the OpenAPI document

@@ -15,6 +15,8 @@ from app.api.body_guard import JsonGuardMiddleware
 from app.api.hot_route import HotRoute, hot_route
 from app.api.problems import install_problem_handlers
 from app.api.schemas import ItemsAppend
+from app.main import create_app
+from tests.conftest import make_settings
 
 MESSAGE = {"type": "message", "role": "user", "content": "hi"}
 BODIES: list[bytes | str] = [
@@ -87,3 +89,34 @@ def test_a_hot_route_refuses_declared_parameters() -> None:
     for endpoint in (with_query, without_request):
         with pytest.raises(TypeError, match="HotRoute"):
             HotRoute("/x", endpoint, methods=["POST"])
+
+
+async def test_the_app_serves_its_hot_routes_before_any_router(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The append and the context read are matched first, by their copies on the app's own
+    router (out of the document), and a request of another method on their paths still gets
+    the route that takes it."""
+    app = create_app(make_settings(backend, request))
+    hot = [route for route in app.router.routes if isinstance(route, HotRoute)]
+    assert [(r.path, sorted(r.methods)) for r in hot] == [
+        ("/v1/sessions/{session_id}/items", ["POST"]),
+        ("/v1/sessions/{session_id}/context", ["GET"]),
+    ]
+    first = app.router.routes[: app.router.routes.index(hot[-1]) + 1]
+    assert [r for r in first if r not in hot] == [app.router.routes[0]]  # FastAPI's /openapi.json
+    assert app.router.routes[0].path == "/openapi.json"
+    assert not any(route.include_in_schema for route in hot)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            created = await client.post("/v1/sessions", json={})
+            items = f"/v1/sessions/{created.json()['id']}/items"
+            appended = await client.post(items, json={"items": [MESSAGE]})
+            listed = await client.get(items)
+            read = await client.get(items.replace("/items", "/context"))
+            put = await client.put(items, json={})
+    assert appended.status_code == 201, appended.text
+    assert [item["content"] for item in listed.json()["items"]] == ["hi"]
+    assert [item["content"] for item in read.json()["items"]] == ["hi"]
+    assert put.status_code == 405
