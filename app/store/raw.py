@@ -105,21 +105,23 @@ class DriverConnection:
     """A pooled Postgres connection in autocommit, without SQLAlchemy's ``Connection`` around
     it: for work that is only ``RawQuery`` statements (an append, a context read). Checking
     one out and in costs about half of what a SQLAlchemy connection with its isolation level
-    set and reset does (``Store.statements()``); it is the same pool, so the same connections,
-    limits and invalidation."""
+    set and reset does (``Store.statements()``, which also keeps a few checked out between
+    uses); it is the same pool, so the same connections, limits and invalidation."""
 
-    __slots__ = ("dialect", "engine", "fairy")
+    __slots__ = ("dialect", "engine", "fairy", "lost")
 
     def __init__(self, engine: AsyncEngine, fairy: Any) -> None:
         self.engine = engine
         self.dialect = engine.dialect
         self.fairy = fairy
+        self.lost = False  # the server went away under a statement (``Store.statements``)
 
     @property
     def sync_engine(self) -> sa.Engine:
         return self.engine.sync_engine
 
     async def invalidate(self, exc: BaseException) -> None:
+        self.lost = True
         await greenlet_spawn(self.fairy.invalidate, exc)
 
 
