@@ -40,9 +40,7 @@ from app.store.tables import UTCDateTime
 
 _RETURNING = ", ".join(c.name for c in SESSION_COLUMNS)
 
-_APPEND_STATEMENT = (
-    sa.text(
-        f"""
+_STATEMENT = """
 WITH s AS (
     UPDATE sessions SET
         version = version + 1,
@@ -56,7 +54,7 @@ WITH s AS (
     WHERE tenant_id = :tenant_id AND id = :session_id
       AND (CAST(:expected AS BIGINT) IS NULL OR version = CAST(:expected AS BIGINT))
       AND (expires_at IS NULL OR expires_at > :now)
-    RETURNING {_RETURNING}
+    RETURNING {returning}
 ), new_items AS (
     INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, format,
                        tokens, chars, pinned, metadata, archived, created_at, search_text)
@@ -75,7 +73,12 @@ WITH s AS (
                               'last_seq', s.last_seq),
            :now
     FROM s
-), new_idempotency AS (
+){idempotency}
+SELECT {returning} FROM s
+"""
+# With an Idempotency-Key, the record of the answer is one more CTE of the same statement
+# (without one, the statement has none: nothing to plan, nine parameters fewer to send).
+_IDEMPOTENCY = """, new_idempotency AS (
     INSERT INTO idempotency_keys (tenant_id, key_id, method, path, key, session_id, kind,
                                   request_hash, status_code, response, created_at, expires_at)
     SELECT s.tenant_id, CAST(:idem_key_id AS TEXT), CAST(:idem_method AS TEXT),
@@ -87,21 +90,25 @@ WITH s AS (
                              'created_at', CAST(:idem_now AS TEXT))::text,
            :now, CAST(:idem_expires AS TIMESTAMPTZ)
     FROM s
-    WHERE CAST(:idem_key AS TEXT) IS NOT NULL
-)
-SELECT {_RETURNING} FROM s
-"""
+)"""
+
+
+def _append_statement(*, idempotent: bool) -> RawQuery:
+    text = _STATEMENT.format(returning=_RETURNING, idempotency=_IDEMPOTENCY if idempotent else "")
+    statement = (
+        sa.text(text)
+        .bindparams(
+            sa.bindparam("now", type_=UTCDateTime()),
+            *([sa.bindparam("idem_expires", type_=UTCDateTime())] if idempotent else []),
+        )
+        .columns(*SESSION_COLUMNS)
     )
-    .bindparams(
-        sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("idem_expires", type_=UTCDateTime())
-    )
-    .columns(*SESSION_COLUMNS)
-)
+    return RawQuery(statement, utc_columns=UTC_COLUMNS)
+
+
 # Sent on the driver connection (see app/store/raw.py): this is every append's statement.
-_APPEND = RawQuery(
-    _APPEND_STATEMENT,
-    utc_columns=UTC_COLUMNS,
-)
+_APPEND = _append_statement(idempotent=False)
+_APPEND_IDEMPOTENT = _append_statement(idempotent=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +187,13 @@ class AppendRepository:
             "rows": jsonutil.dumps(rows),
             "request_id": request_id,
             "actor": actor,
-            **_idempotency_params(idempotency, [row["item_id"] for row in rows], now),
         }
+        query = _APPEND
+        if idempotency is not None:
+            query = _APPEND_IDEMPOTENT
+            params.update(_idempotency_params(idempotency, [row["item_id"] for row in rows], now))
         try:
-            rows = await _APPEND.rows(self.db, params)
+            rows = await query.rows(self.db, params)
         except IntegrityError as exc:
             if is_idempotency_conflict(exc):
                 raise IdempotencyTaken from exc
@@ -192,13 +202,8 @@ class AppendRepository:
 
 
 def _idempotency_params(
-    idempotency: AppendIdempotency | None, ids: list[str], now: datetime
+    idempotency: AppendIdempotency, ids: list[str], now: datetime
 ) -> dict[str, Any]:
-    if idempotency is None:
-        return dict.fromkeys(
-            ("idem_key_id", "idem_method", "idem_path", "idem_key", "idem_hash", "idem_ids",
-             "idem_now", "idem_expires"),
-        )  # fmt: skip
     scope = idempotency.scope
     return {
         "idem_key_id": scope.key_id,
