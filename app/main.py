@@ -34,6 +34,7 @@ from app.api.schemas import JSON_VALUE_SCHEMA
 from app.domain.tokens import DEFAULT_TOKENIZER, get_encoding
 from app.gc_tuning import tune_for_serving
 from app.locks import build_locks
+from app.logs import AccessLineWriter
 from app.mcp import McpEndpoint
 from app.services.auto_compaction import start_compaction, stop_compaction
 from app.services.housekeeping import start_housekeeping, stop_housekeeping
@@ -138,7 +139,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enabled=app.state.auth_required,
         default_tenant=settings.auth.default_tenant,
     )
-    app.add_middleware(EdgeMiddleware, max_bytes=settings.limits.max_body_bytes)
+    # ``session-memory serve`` configured logging itself (app.logs.log_config): with JSON
+    # lines, its access lines are written without a logging record (AccessLineWriter).
+    own_log = built_by_asgi_server and settings.serve.via_cli and settings.log_format == "json"
+    app.add_middleware(
+        EdgeMiddleware,
+        max_bytes=settings.limits.max_body_bytes,
+        access_writer=AccessLineWriter(settings.log_level) if own_log else None,
+    )
     _declare_problem_schema(app)
     _list_paths_in_order(app)
     declare_security(app)

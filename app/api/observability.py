@@ -22,7 +22,7 @@ from app.api.middleware import (
     declared_length,
     request_id_from,
 )
-from app.logs import REQUEST_ID
+from app.logs import REQUEST_ID, AccessLineWriter
 from app.services.runtime import Runtime
 
 access_log = logging.getLogger("app.access")
@@ -63,11 +63,16 @@ class EdgeMiddleware:
       and in the logging context for the whole request.
     - Bodies over ``max_bytes``, declared or streamed, get a 413 problem (measured and logged
       like any other response).
+    - The access line goes to the ``app.access`` logger, or to ``access_writer`` when the
+      server writes its own (``app.logs.AccessLineWriter``).
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, access_writer: AccessLineWriter | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.access_writer = access_writer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -133,23 +138,22 @@ class EdgeMiddleware:
         self._observe(scope, status, start)
         REQUEST_ID.reset(token)
 
-    @staticmethod
-    def _observe(scope: Scope, status: int, start: float) -> None:
+    def _observe(self, scope: Scope, status: int, start: float) -> None:
         seconds = time.perf_counter() - start
         method = str(scope.get("method", ""))
         path = str(scope.get("path", ""))
         metrics.observe_request(route_template(scope), method, status, seconds)
-        quiet = path in QUIET_PATHS and status < 400
-        access_log.log(
-            logging.DEBUG if quiet else logging.INFO,
-            "%s %s %d",
-            method,
-            path,
-            status,
-            extra={
-                "method": method,
-                "path": path,
-                "status": status,
-                "duration_ms": round(seconds * 1000, 3),
-            },
-        )
+        level = logging.DEBUG if path in QUIET_PATHS and status < 400 else logging.INFO
+        fields = {
+            "method": method,
+            "path": path,
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        writer = self.access_writer
+        if writer is not None:
+            if not writer.enabled(level) or writer.write(
+                level, f"{method} {path} {status}", fields
+            ):
+                return
+        access_log.log(level, "%s %s %d", method, path, status, extra=fields)
