@@ -12,8 +12,10 @@ reads its path, query and headers itself (``app.api.deps.ReadInRoute``), and get
   FastAPI's solver, so a bad body is the same 422 problem);
 - when there is none, left to FastAPI's own handler (which reports the missing body).
 
-The route is declared as any other (``hot_route(router, "POST", path, ...)``), so the OpenAPI document is the
-one FastAPI writes for it."""
+The route is declared as any other (``hot_route(router, "POST", path, ...)``), so the OpenAPI
+document is the one FastAPI writes for it. It is served by a copy on the app's own router,
+ahead of every included router (``serve_hot_routes_first``): FastAPI matches a request to an
+included router's route twice, once to choose the router and once inside it."""
 
 from __future__ import annotations
 
@@ -47,8 +49,7 @@ class HotRoute(APIRoute):
             )
         solved = super().get_route_handler()  # FastAPI's, for a request without a body
         call = self.endpoint
-        request_name = self.dependant.request_param_name
-        assert request_name is not None
+        request_name: str = dependant.request_param_name
         body_field = self.body_field
         if body_field is None:
 

@@ -151,9 +151,8 @@ class EdgeMiddleware:
             "duration_ms": round(seconds * 1000, 3),
         }
         writer = self.access_writer
-        if writer is not None:
-            if not writer.enabled(level) or writer.write(
-                level, f"{method} {path} {status}", fields
-            ):
-                return
+        if writer is not None and (
+            not writer.enabled(level) or writer.write(level, f"{method} {path} {status}", fields)
+        ):
+            return  # written by the server itself, or below its level
         access_log.log(level, "%s %s %d", method, path, status, extra=fields)

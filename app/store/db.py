@@ -163,7 +163,8 @@ class Store:
         A connection done with is kept aside, still in autocommit and still checked out of
         the pool, for the next call (``_parked``, at most ``park_max``): checking one out of
         SQLAlchemy's pool and back in (a greenlet each way, two autocommit switches, the
-        reset) costs about 45 us, a twentieth of an append's CPU. The pool still counts them,
+        reset) cost an append about 160 us of CPU, a fifth of it (bench/RESULTS.md, session
+        8). The pool still counts them,
         so the process keeps to ``DB_POOL_SIZE + DB_MAX_OVERFLOW`` connections; one unused for
         ``PARKED_IDLE_SECONDS`` goes back, and after a lost connection all of them do
         (invalidated: the server that dropped one may have dropped them all)."""
