@@ -24,8 +24,11 @@ Every answer is what one consistent state of the session projects to:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import itemgetter
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -65,21 +68,25 @@ def _reaches(items: int, tokens: int, chars: int, hint: WindowHint) -> bool:
     )
 
 
+_TOKENS = itemgetter(1)  # of a key: (seq, tokens, chars)
+_CHARS = itemgetter(2)
+
+
 def _covered(keys: list[tuple[int, int, int]], hint: WindowHint) -> bool:
     """Whether the window's (seq, tokens, chars) rows reach every minimum of the hint."""
-    return _reaches(len(keys), sum(k[1] for k in keys), sum(k[2] for k in keys), hint)
+    return _reaches(len(keys), sum(map(_TOKENS, keys)), sum(map(_CHARS, keys)), hint)
 
 
 def _covering(keys: list[tuple[int, int, int]], hint: WindowHint, low: int, high: int) -> int:
     """The fewest of the newest ``keys`` (at least ``low``, at most ``high``) that reach every
-    minimum of the hint; ``high`` if none do."""
-    tokens = chars = 0
-    for size, (_, t, c) in enumerate(keys[:high], start=1):
-        tokens += t
-        chars += c
-        if size >= low and _reaches(size, tokens, chars, hint):
-            return size
-    return high
+    minimum of the hint; ``high`` if none do. (Stored counts are never negative, so the
+    running sums only grow and each minimum is first reached where a bisection finds it.)"""
+    head = keys[:high]
+    size = max(low, 1, hint.min_items or 0)
+    for column, minimum in ((_TOKENS, hint.min_tokens), (_CHARS, hint.min_chars)):
+        if minimum is not None:
+            size = max(size, bisect_left(list(accumulate(map(column, head))), minimum) + 1)
+    return size if size <= len(head) else high
 
 
 def _batch_size(state: SessionState, hint: WindowHint, keys: list[tuple[int, int, int]]) -> int:
@@ -87,8 +94,8 @@ def _batch_size(state: SessionState, hint: WindowHint, keys: list[tuple[int, int
     keys loaded so far (the newest items can be much smaller than the session's), or of the
     session's items before any is."""
     have = len(keys)
-    seen_tokens = sum(k[1] for k in keys)
-    seen_chars = sum(k[2] for k in keys)
+    seen_tokens = sum(map(_TOKENS, keys))
+    seen_chars = sum(map(_CHARS, keys))
     items, tokens, chars = (
         (have, seen_tokens, seen_chars)
         if have

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -176,7 +177,8 @@ def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, boun
 
 
 _BATCHES: dict[tuple[bool, bool, int, bool], RawQuery] = {}
-
+_SEQ = itemgetter(1)
+_KEY_COLUMNS = itemgetter(1, 2, 3)  # seq, tokens, chars
 
 _VERSION = RawQuery(sa.select(_session_version()))
 
@@ -303,14 +305,16 @@ class ContextRepository:
         if bounded:
             params["before_seq"] = before_seq
         found = await query.rows(self.db, params)
-        keys = sorted((r for r in found if r[0] == 0), key=lambda r: r[1], reverse=True)
+        # (sorted here: the union's order is not SQL's promise; the key functions run in C)
+        keys = [r for r in found if r[0] == 0]
+        keys.sort(key=_SEQ, reverse=True)
         if keys:
             version, first_live = keys[0][6], keys[0][7]
         else:  # no live item: the version still has to come from a statement
             first_live, version = None, await self.session_version()
         mandatory = sorted((r[1], r[4], r[5]) for r in found if r[0] == 1)
         return Batch(
-            keys=[(r[1], r[2], r[3]) for r in keys],
+            keys=list(map(_KEY_COLUMNS, keys)),
             mandatory=mandatory,
             first_live_seq=first_live,
             session_version=version,
