@@ -24,7 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from app.domain.errors import InvalidInput
@@ -137,33 +137,42 @@ def placeholder_allowed(item: StoredItem, format: FormatName) -> bool:
     return format != "openai-chat" or not openai_chat.is_legacy_call(item)
 
 
-def degraded_parts(format: FormatName, item: StoredItem, body: CanonicalItem) -> list[str]:
-    """The types of the parts of ``item`` (rendered as ``body``) that ``format`` has no
-    counterpart for, so it renders them as their text or a marker, or leaves them out (an
-    Anthropic server tool's record): empty for an item rendered from its own record."""
-    if format == "canonical" or (item.format == format and body is item.body):
-        return []
-    parts: Any = None
-    role = "user"
-    if body.type == "message":
-        parts, role = body.content, body.role  # type: ignore[union-attr]
-    elif body.type == "function_call_output":
-        parts = body.output  # type: ignore[union-attr]
-    if parts is None or isinstance(parts, str):
-        return []
-    out: list[str] = []
-    for part in parts:
-        if type(part) is OtherPart:
-            out.append(part.type)
-        elif type(part) is ImagePart and format != "openai-responses":
-            usable = role == "user" or body.type == "function_call_output"
-            if format == "openai-chat" and (part.url is None or body.type != "message"):
-                usable = False
-            if format == "anthropic" and image_to_anthropic_source(part) is None:
-                usable = False
-            if not usable:
-                out.append("image")
-    return out
+def degraded_parts(
+    format: FormatName, rendered: Iterable[tuple[StoredItem, CanonicalItem]]
+) -> dict[str, int]:
+    """How many parts of each type the ``(item, body)`` pairs (``item`` rendered as ``body``)
+    hold that ``format`` has no counterpart for, so it renders them as their text or a
+    marker, or leaves them out (an Anthropic server tool's record). An item rendered from its
+    own record has none. (One call for a whole payload: a projection asks it of hundreds of
+    items, nearly all of them plain text.)"""
+    counts: dict[str, int] = {}
+    if format == "canonical":
+        return counts
+    for item, body in rendered:
+        if item.format == format and body is item.body:
+            continue
+        role = "user"
+        kind = body.type
+        if kind == "message":
+            parts, role = body.content, body.role  # type: ignore[union-attr]
+        elif kind == "function_call_output":
+            parts = body.output  # type: ignore[union-attr]
+        else:
+            continue
+        if parts is None or isinstance(parts, str):
+            continue
+        for part in parts:
+            if type(part) is OtherPart:
+                counts[part.type] = counts.get(part.type, 0) + 1
+            elif type(part) is ImagePart and format != "openai-responses":
+                usable = role == "user" or kind == "function_call_output"
+                if format == "openai-chat" and (part.url is None or kind != "message"):
+                    usable = False
+                if format == "anthropic" and image_to_anthropic_source(part) is None:
+                    usable = False
+                if not usable:
+                    counts["image"] = counts.get("image", 0) + 1
+    return counts
 
 
 def lossy_notes(format: FormatName, left: dict[str, int], parts: dict[str, int]) -> list[str]:
@@ -190,14 +199,13 @@ def lossy_notes(format: FormatName, left: dict[str, int], parts: dict[str, int])
 def left_out(format: FormatName, items: Sequence[StoredItem]) -> list[str]:
     """Notes on what a listing of ``items`` in ``format`` could not carry as it was."""
     left: dict[str, int] = {}
-    parts: dict[str, int] = {}
+    kept: list[tuple[StoredItem, CanonicalItem]] = []
     for item in items:
         if not representable(format, item.body, origin=item.format):
             left[item.body.type] = left.get(item.body.type, 0) + 1
-            continue
-        for kind in degraded_parts(format, item, item.body):
-            parts[kind] = parts.get(kind, 0) + 1
-    return lossy_notes(format, left, parts)
+        else:
+            kept.append((item, item.body))
+    return lossy_notes(format, left, degraded_parts(format, kept))
 
 
 def render_entries(
@@ -211,6 +219,12 @@ def representable(format: FormatName, body: CanonicalItem, *, origin: str = "can
     """Whether ``format`` can carry ``body``, ingested in ``origin``, at all (reasoning
     provenance decides, and opaque items exist only in their own format)."""
     return _REPRESENTABLE[format](body, origin)
+
+
+def carried_by(format: FormatName, items: Sequence[StoredItem]) -> list[bool]:
+    """``representable`` of each item (the projection asks it of every loaded item)."""
+    check = _REPRESENTABLE[format]
+    return [check(item.body, item.format) for item in items]
 
 
 def extension_slack(format: FormatName) -> tuple[int, int] | None:
@@ -242,6 +256,7 @@ __all__ = [
     "Entry",
     "FormatName",
     "TokenCache",
+    "carried_by",
     "decode",
     "degraded_parts",
     "extension_slack",

@@ -439,9 +439,14 @@ def count(payload: dict[str, Any], usage: Usage) -> None:
     calls = 0
     for message in payload["messages"]:
         content = message.get("content")
-        _count_content(content, texts, usage)
-        if content is None and isinstance(message.get("refusal"), str):
-            texts.append(message["refusal"])
+        if type(content) is str:  # the usual case, counted without a call
+            texts.append(content)
+        else:
+            _count_content(content, texts, usage)
+            if content is None and isinstance(message.get("refusal"), str):
+                texts.append(message["refusal"])
+        if "tool_calls" not in message and "function_call" not in message:
+            continue
         for call in message.get("tool_calls") or ():
             calls += 1
             kind = call.get("type", "function")

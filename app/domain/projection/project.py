@@ -26,7 +26,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.formats import FormatName, TokenCache, placeholder_allowed, representable
+from app.domain.formats import FormatName, TokenCache, carried_by, placeholder_allowed
 from app.domain.tokens import DEFAULT_TOKENIZER
 
 from .analysis import (
@@ -124,7 +124,7 @@ def project_context(
     # paired outputs, calls unless dropped as dangling (only a function call can get a
     # placeholder output); then reasoning, whose follower (a call, an assistant message or a
     # hosted item, never reasoning) is decided by now.
-    carried = [representable(format, it.body, origin=it.format) for it in items]
+    carried = carried_by(format, items)
     can_render = [(kind != OUTPUT or i in a.call_of) and carried[i] for i, kind in enumerate(kinds)]
     for i in dangling:
         if drop_dangling or not placeholder_allowed(items[i], format):

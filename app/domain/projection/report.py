@@ -132,10 +132,7 @@ def selection_notes(
         notes.append(f"dropped {stray} reasoning items that precede no model output")
     if unrepresentable:
         notes.append(f"{format}: left out {unrepresentable} reasoning items it cannot represent")
-    parts: dict[str, int] = {}
-    for i in result.rendered:
-        for part in degraded_parts(format, items[i], shown[i]):
-            parts[part] = parts.get(part, 0) + 1
+    parts = degraded_parts(format, [(items[i], shown[i]) for i in result.rendered])
     notes += lossy_notes(format, left_out, parts)
     return notes
 
