@@ -325,7 +325,10 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         # dispatch on the discriminator: cheaper than a failing isinstance on a pydantic class
         if body.type == "message":
             if body.role != "assistant":  # type: ignore[union-attr]
-                messages.append({"role": body.role, "content": _content(body)})  # type: ignore[union-attr,arg-type]
+                content = body.content  # type: ignore[union-attr]
+                if type(content) is not str:
+                    content = _content(body)  # type: ignore[arg-type]
+                messages.append({"role": body.role, "content": content})  # type: ignore[union-attr]
                 open_assistant = None
             elif (
                 open_assistant is not None
