@@ -11,8 +11,8 @@ undercount; these attributions are exact, at the profiler's overhead per call.
 
     .venv/bin/python bench/profile_inprocess.py [--scenario append|loop] [--requests 1000]
 
-``loop`` is the agent loop: an append, then the context read (8,000-token budget,
-openai-chat) of the harness's 1,000-item sessions; the read is what is reported.
+``loop`` is the harness's agent loop: an append, then the context read (8,000-token budget,
+openai-chat), taking the harness's 1,000-item sessions in turn; the read is what is reported.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import collections
 import cProfile
+import itertools
 import json
 import logging.config
 import os
@@ -37,7 +38,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import APPEND_BODY, CONTEXT_BUDGET, CONTEXT_ITEMS, context_turn  # noqa: E402
+from bench.harness import (  # noqa: E402
+    APPEND_BODY,
+    CONTEXT_BUDGET,
+    CONTEXT_ITEMS,
+    CONTEXT_SESSIONS,
+    context_turn,
+)
 from tests.support.services import (  # noqa: E402
     PG_ADMIN_URL,
     REDIS_URL,
@@ -162,54 +169,59 @@ async def run(args: argparse.Namespace, database_url: str, out: Path) -> None:
         key_body = json.dumps({"name": "bench", "scopes": ["read", "write"]}).encode()
         created = await request(app, "POST", "/v1/admin/keys", key_body, admin)()
         auth = [(b"authorization", f"Bearer {json.loads(created['body'])['secret']}".encode())]
-        session = json.loads((await request(app, "POST", "/v1/sessions", b"{}", auth)())["body"])
-        items_path = f"/v1/sessions/{session['id']}/items"
-        append = request(app, "POST", items_path, json.dumps(APPEND_BODY).encode(), auth)
-        timed = append
-        if args.scenario == "loop":
+        # (untimed, timed) request pairs, taken in turn
+        steps: list[tuple[Call | None, Call]] = []
+        for _ in range(CONTEXT_SESSIONS if args.scenario == "loop" else 1):
+            created = await request(app, "POST", "/v1/sessions", b"{}", auth)()
+            sid = json.loads(created["body"])["id"]
+            items_path = f"/v1/sessions/{sid}/items"
+            append = request(app, "POST", items_path, json.dumps(APPEND_BODY).encode(), auth)
+            if args.scenario == "append":
+                steps.append((None, append))
+                continue
             turns = [item for n in range(CONTEXT_ITEMS // 4) for item in context_turn(n)]
             for start in range(0, len(turns), 250):
                 batch = json.dumps({"items": turns[start : start + 250]}).encode()
                 assert (await request(app, "POST", items_path, batch, auth)())["status"] == 201
+            query = f"max_tokens={CONTEXT_BUDGET}&format=openai-chat"
+            steps.append(
+                (append, request(app, "GET", f"/v1/sessions/{sid}/context?{query}", b"", auth))
+            )
+        if args.scenario == "loop":
             import psycopg
 
             conninfo = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + database_url.rsplit("/", 1)[1]
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 conn.execute("ANALYZE")  # a fresh database has no planner statistics
-            query = f"max_tokens={CONTEXT_BUDGET}&format=openai-chat"
-            timed = request(app, "GET", f"/v1/sessions/{session['id']}/context?{query}", b"", auth)
-        untimed = append if args.scenario == "loop" else None
+        turn = itertools.count()
 
-        async def once() -> None:
+        async def step(*, timer: Callable[[], float] | None = None, profiler: Any = None) -> float:
+            """One step (the next pair): the CPU time of its timed request, if ``timer``."""
+            untimed, timed = steps[next(turn) % len(steps)]
             if untimed is not None:
                 await untimed()
+            start = timer() if timer else 0.0
+            if profiler is not None:
+                profiler.enable()
             result = await timed()
+            if profiler is not None:
+                profiler.disable()
+            spent = timer() - start if timer else 0.0
             assert result["status"] in (200, 201), result
+            return spent
 
         async def measure(n: int) -> float:
-            spent = 0.0
-            for _ in range(n):
-                if untimed is not None:
-                    await untimed()
-                start = time.process_time()
-                result = await timed()
-                spent += time.process_time() - start
-                assert result["status"] in (200, 201), result
-            return spent / n
+            return sum([await step(timer=time.process_time) for _ in range(n)]) / n
 
         for _ in range(min(args.requests, 300)):
-            await once()
+            await step()
         runs = sorted([await measure(args.requests) for _ in range(5)])
         unit = "context read after an append" if args.scenario == "loop" else "append"
         print(f"CPU per {unit}: {1e6 * statistics.median(runs):.0f} us "
               f"(runs: {', '.join(f'{1e6 * r:.0f}' for r in runs)})")  # fmt: skip
         profiler = cProfile.Profile(time.process_time)
         for _ in range(args.requests):
-            if untimed is not None:
-                await untimed()
-            profiler.enable()
-            await timed()
-            profiler.disable()
+            await step(profiler=profiler)
         profiler.dump_stats(str(out / "profile.prof"))
     report(out / "profile.prof", args.requests, args.top)
     print(f"\nprofile: {out / 'profile.prof'}")
