@@ -381,16 +381,20 @@ def reads_after_appends(
     auth: dict[str, str],
     context_ids: list[str],
     tenant: str,
-    projected: int,
     body: str,
     ctx_query: str,
     rounds: int = 300,
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], list[int]]:
     """The agent loop: append, then read the prompt. wrk repeats one request, and a repeated
     context read is answered from the prompt cache; here every timed read follows an untimed
-    append to the same session (floor: an INSERT, then the SELECT), one client, interleaved."""
+    append to the same session (floor: an INSERT, then the SELECT), one client, interleaved.
+
+    The floor's SELECT returns as many rows as the service's read of that round projected:
+    the loop's appends are small messages, so the prompt holds more items as they accumulate
+    (the context probe's count is only the first round's). Also returned: those counts."""
     svc: list[float] = []
     flo: list[float] = []
+    rows: list[int] = []
     with httpx.Client(timeout=30) as client:
         for n in range(rounds + 20):
             sid = context_ids[n % len(context_ids)]
@@ -400,8 +404,10 @@ def reads_after_appends(
             r = client.get(f"{svc_url}/v1/sessions/{sid}/context{ctx_query}", headers=auth)
             elapsed = time.perf_counter() - start
             assert r.status_code == 200, r.text
+            projected = int(r.json()["report"]["projected_items"])
             if n >= 20:
                 svc.append(elapsed * 1000)
+                rows.append(projected)
             r = client.post(
                 f"{floor_url}/insert/{sid}",
                 content=body,
@@ -414,7 +420,7 @@ def reads_after_appends(
             assert r.status_code == 200, r.text
             if n >= 20:
                 flo.append(elapsed * 1000)
-    return svc, flo
+    return svc, flo, rows
 
 
 def median(values: list[float]) -> float:
@@ -613,8 +619,8 @@ def main() -> None:
             samples[one_row.name].append(run_wrk(one_row, scripts[one_row.name], args.seconds))
         # RSS after all the load, too (steady state, not only peaks during one run).
         rss_after = [rss_mb(p) for p in svc_workers]
-        fresh_svc, fresh_floor = reads_after_appends(
-            server.url, floor.url, auth, context_ids, tenant, projected, body, ctx_query
+        fresh_svc, fresh_floor, fresh_rows = reads_after_appends(
+            server.url, floor.url, auth, context_ids, tenant, body, ctx_query
         )
     finally:
         floor.stop()
@@ -770,7 +776,8 @@ def main() -> None:
         "sides of is mixed, not met); wrk as the client. Service: Postgres + Redis, auth on (API key), JSON access "
         f"log. Context: {CONTEXT_ITEMS}-item sessions, max_tokens={CONTEXT_BUDGET}, "
         f"format=openai-chat ({projected} items, {report['projected_tokens']} tokens projected); "
-        f"the floor SELECT returns the same {projected} newest rows.",
+        f"the floor SELECT returns the same {projected} newest rows (in the agent loop, as "
+        f"many as that round's read projected: {min(fresh_rows)} to {max(fresh_rows)}).",
         "",
         "| measure | service | floor | ratio | runs | target | met |",
         "|---|---:|---:|---:|---:|---:|:---:|",
