@@ -8,7 +8,13 @@ psycopg async connections in autocommit mode (one round trip per request):
 - ``GET /select/{tenant_id}/{session_id}?limit=N``: one indexed SELECT of the newest N live
   rows of the service's own ``items`` table (the rows a context read returns), aggregated into
   a JSON array by Postgres;
-- ``GET /select-one/{tenant_id}/{session_id}?seq=N``: one primary-key SELECT of one row.
+- ``GET /select-one/{tenant_id}/{session_id}?seq=N``: one primary-key SELECT of one row;
+- ``POST /append/{tenant_id}/{session_id}`` (when ``FLOOR_APPEND_SQL`` is set): the service's
+  own append statement (DESIGN §6: the fenced session-row update, the item with its search
+  text, the ``appended`` event, one statement in autocommit) for the first item of a request
+  body shaped like the service's, with the item's JSON as sent, its text as the search text
+  and a length-based token count. What the design's statement costs with nothing of the
+  service around it: no validation, no tokenizer, no auth, no logging.
 
     FLOOR_PG=postgresql://postgres@127.0.0.1:5432/db \\
     uvicorn bench.floor_app:create_app --factory --workers 2
@@ -17,9 +23,12 @@ psycopg async connections in autocommit mode (one round trip per request):
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import psycopg
 from fastapi import FastAPI, Request
@@ -105,5 +114,46 @@ def create_app() -> FastAPI:
             cur = await conn.execute(SELECT_ONE, (tenant_id, session_id, seq))
             row = await cur.fetchone()
         return Response(row[0] if row else "null", media_type="application/json")
+
+    append_sql = os.environ.get("FLOOR_APPEND_SQL")
+    if append_sql:
+
+        @app.post("/append/{tenant_id}/{session_id}")
+        async def append(tenant_id: str, session_id: str, request: Request) -> Response:
+            item = json.loads(await request.body())["items"][0]
+            text = item["content"]
+            row = {
+                "ord": 1,
+                "item_id": uuid.uuid4().hex,
+                "type": item["type"],
+                "role": item["role"],
+                "call_id": None,
+                "body": json.dumps(item),
+                "format": "canonical",
+                "tokens": len(text) // 4,
+                "chars": len(text),
+                "pinned": False,
+                "metadata": {},
+                "search_text": text,
+            }
+            params = {
+                "tenant_id": tenant_id,
+                "session_id": session_id,
+                "n": 1,
+                "tokens": row["tokens"],
+                "chars": row["chars"],
+                "now": datetime.now(UTC),
+                "expected": None,
+                "rows": json.dumps([row]),
+                "request_id": row["item_id"],
+                "actor": "floor",
+            }
+            async with pool.connection() as conn:
+                cur = await conn.execute(append_sql, params)
+                found = await cur.fetchone()
+            assert found is not None
+            return Response(
+                b'{"version":%d}' % found[2], status_code=201, media_type="application/json"
+            )
 
     return app

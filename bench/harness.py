@@ -7,7 +7,8 @@ Starts, in this run:
   key created through the admin API (so the realistic key-cache path is measured, not the
   in-memory bootstrap comparison);
 - the floor (bench/floor_app.py): bare FastAPI routes doing one INSERT / one indexed SELECT on
-  the same Postgres, same uvicorn, 2 workers;
+  the same Postgres, same uvicorn, 2 workers; and one more route running the service's own
+  append statement (DESIGN §6) with nothing of the service around it;
 
 and drives both from a second process, ``wrk`` (``apt-get install -y wrk``), with a warm-up and
 several interleaved runs (machines drift: compare ratios taken in the same run, not absolute
@@ -16,6 +17,9 @@ times). Scenarios:
 - append, single client: ``POST /v1/sessions/{id}/items`` (one small message) against
   ``POST /insert/{id}``, p50 / p99;
 - append throughput, 64 concurrent clients over 100 sessions, requests per second;
+- both append scenarios once more against the floor running the service's append statement
+  (the same sessions): how much of the gap to the floor the design's one statement takes
+  (more rows, the fenced update, the search index) and how much the service adds around it;
 - context read, single client: ``GET /v1/sessions/{id}/context?max_tokens=8000`` on
   1,000-item sessions against one indexed SELECT of the same newest rows (and, for reference,
   a one-row primary-key SELECT). wrk repeats the same read, which the prompt cache answers;
@@ -53,6 +57,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +67,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.store.append import postgres_text  # noqa: E402
 from tests.support.services import (  # noqa: E402
     PG_ADMIN_URL,
     REDIS_URL,
@@ -284,6 +290,7 @@ class Floor:
     def __init__(self, conninfo: str, workers: int) -> None:
         self.port = free_port()
         self.conninfo = conninfo
+        self.append_sql = postgres_text()
         self.workers = workers
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -307,7 +314,7 @@ class Floor:
                 "--no-access-log",
             ],
             cwd=str(ROOT),
-            env={**os.environ, "FLOOR_PG": self.conninfo},
+            env={**os.environ, "FLOOR_PG": self.conninfo, "FLOOR_APPEND_SQL": self.append_sql},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
@@ -526,6 +533,14 @@ def main() -> None:
                     body,
                     {"Content-Type": "application/json"},
                 ),
+                Scenario(
+                    "statement_append_1",
+                    floor.url,
+                    "POST",
+                    [f"/append/{tenant}/{s}" for s in append_ids],
+                    body,
+                    {"Content-Type": "application/json"},
+                ),
             ),
             "append_64": (
                 Scenario(
@@ -542,6 +557,15 @@ def main() -> None:
                     floor.url,
                     "POST",
                     [f"/insert/{s}" for s in append_ids],
+                    body,
+                    {"Content-Type": "application/json"},
+                    CONCURRENCY,
+                ),
+                Scenario(
+                    "statement_append_64",
+                    floor.url,
+                    "POST",
+                    [f"/append/{tenant}/{s}" for s in append_ids],
                     body,
                     {"Content-Type": "application/json"},
                     CONCURRENCY,
@@ -571,7 +595,7 @@ def main() -> None:
             [f"/select-one/{tenant}/{s}?seq={CONTEXT_ITEMS // 2}" for s in context_ids],
         )
         scripts_dir = log_dir
-        scripts = {s.name: s.script(scripts_dir) for pair in scenarios.values() for s in pair}
+        scripts = {s.name: s.script(scripts_dir) for group in scenarios.values() for s in group}
         scripts[one_row.name] = one_row.script(scripts_dir)
 
         print(f"machine: {machine()}")
@@ -580,8 +604,8 @@ def main() -> None:
             f"{report['projected_tokens']} tokens"
         )
         print(f"warm-up {args.warmup:g} s per scenario ...", flush=True)
-        for pair in scenarios.values():
-            for s in pair:
+        for group in scenarios.values():
+            for s in group:
                 run_wrk(s, scripts[s.name], args.warmup)
         run_wrk(one_row, scripts[one_row.name], args.warmup)
 
@@ -591,8 +615,9 @@ def main() -> None:
         rss_svc: list[float] = []
         rss_floor: list[float] = []
         for run in range(args.runs):
-            for key_name, (svc, flo) in scenarios.items():
-                order = (svc, flo) if run % 2 == 0 else (flo, svc)
+            for key_name, group in scenarios.items():
+                svc, flo = group[0], group[1]
+                order = group if run % 2 == 0 else group[::-1]
                 for s in order:
                     pids = svc_workers if s is svc else floor_workers
                     database = postgres_pids()
@@ -606,7 +631,7 @@ def main() -> None:
                         (cpu_seconds(database) - db_before) * 1000 / max(sample.requests, 1)
                     )
                     samples[s.name].append(sample)
-                    if key_name == "append_64":
+                    if key_name == "append_64" and s in (svc, flo):
                         (rss_svc if s is svc else rss_floor).extend(sampler.peak.values())
                     last = samples[s.name][-1]
                     print(
@@ -810,6 +835,7 @@ def main() -> None:
         f"({', '.join(f'{k} {v}' for k, v in errors.items() if v) or 'none'})."
     )
     lines.append("")
+    lines += statement_table(m)
     section = "\n".join(lines) + "\n"
     print()
     print(section)
@@ -817,6 +843,41 @@ def main() -> None:
     if not args.no_write:
         write_section(args.label, section)
         print(f"written to {RESULTS.relative_to(ROOT)}")
+
+
+def statement_table(m: Callable[[str, str], float]) -> list[str]:
+    """The append scenarios against the floor running the service's own append statement
+    (``m``: the median of a scenario's attribute): how far the statement alone is from the
+    plain INSERT, and how far the service is from the statement."""
+    measures = [
+        ("append p50, 1 client (ms)", "append_1", "p50_ms"),
+        (f"append throughput, {CONCURRENCY} clients (req/s)", "append_64", "rps"),
+        ("append worker CPU per request, 1 client (ms)", "append_1", "cpu_ms"),
+        (f"append worker CPU per request, {CONCURRENCY} clients (ms)", "append_64", "cpu_ms"),
+        ("append Postgres CPU per request, 1 client (ms)", "append_1", "db_cpu_ms"),
+        (f"append Postgres CPU per request, {CONCURRENCY} clients (ms)", "append_64", "db_cpu_ms"),
+    ]
+    names = {
+        "append_1": ("svc_append_1", "statement_append_1", "floor_insert_1"),
+        "append_64": ("svc_append_64", "statement_append_64", "floor_insert_64"),
+    }
+    lines = [
+        "The service's append statement alone (DESIGN §6: fenced session-row update, item with "
+        "search text, `appended` event; one statement in autocommit), run by the floor with "
+        "nothing of the service around it, on the same sessions:",
+        "",
+        "| measure | service | statement alone | floor | service / statement | statement / floor |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, group, attr in measures:
+        svc, alone, floor = (m(name, attr) for name in names[group])
+        lines.append(
+            f"| {label} | {svc:.2f} | {alone:.2f} | {floor:.2f} | "
+            f"{svc / alone if alone else float('nan'):.2f} | "
+            f"{alone / floor if floor else float('nan'):.2f} |"
+        )
+    lines.append("")
+    return lines
 
 
 def verdict(ratio: float, runs: list[float], target: float, kind: str) -> str:

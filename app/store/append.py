@@ -111,6 +111,15 @@ _APPEND = _append_statement(idempotent=False)
 _APPEND_IDEMPOTENT = _append_statement(idempotent=True)
 
 
+def postgres_text() -> str:
+    """The Postgres text of the append statement without an idempotency record (psycopg
+    ``%(name)s`` parameters), for measuring the statement alone: bench/harness.py gives it
+    to its floor, which runs it with nothing of the service around it."""
+    from sqlalchemy.dialects.postgresql.psycopg import dialect
+
+    return str(_APPEND.postgres.compile(dialect=dialect()))
+
+
 @dataclass(frozen=True, slots=True)
 class AppendIdempotency:
     """The idempotency record the append statement writes with the items (kind ``append``:
