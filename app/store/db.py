@@ -7,17 +7,14 @@ upgrades from reading; on Postgres it is an ordinary transaction.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
-from psycopg import pq
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.util import greenlet_spawn
 
 from app import jsonutil
 from app.domain.items import StoredItem
@@ -25,24 +22,14 @@ from app.store.db_errors import DATABASE_ERRORS, domain_error_for
 from app.store.item_cache import ItemCache, PromptCache
 from app.store.migrate import ensure_sqlite_dir
 from app.store.raw import DriverConnection
+from app.store.statement_pool import StatementConnections
 
-# How long a ``statements()`` connection stays parked unused before it goes back to the pool.
-PARKED_IDLE_SECONDS = 30.0
-_IDLE = pq.TransactionStatus.IDLE
+# How long a ``statements()`` connection stays unused before it goes back to the pool.
+STATEMENT_IDLE_SECONDS = 30.0
 
 
 def _json_dumps(value: Any) -> str:
     return jsonutil.dumps(value)
-
-
-async def _check_in(fairy: Any) -> None:
-    """A ``statements()`` connection back to the pool, in the mode the pool hands them out."""
-    if not fairy.is_valid:
-        return
-    driver = fairy.driver_connection
-    if not driver.closed and driver.autocommit:
-        await driver.set_autocommit(False)  # SQLAlchemy's default isolation
-    await greenlet_spawn(fairy.close)
 
 
 class Store:
@@ -53,11 +40,12 @@ class Store:
     ) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
-        # ``statements()`` connections kept for the next call: (connection, since when)
-        self._parked: list[tuple[Any, float]] = []
-        # a quarter of the pool (none from a pool of fewer than four: a one-connection pool
-        # parked would leave nothing for a transaction)
-        self.park_max = 0 if self.is_sqlite else engine.pool.size() // 4  # type: ignore[attr-defined]
+        # ``statements()`` connections: three quarters of the pool, the rest left to
+        # transactions (none from a pool of one: kept, it would leave nothing for a write)
+        size = 0 if self.is_sqlite else engine.pool.size()  # type: ignore[attr-defined]
+        self.statement_connections = StatementConnections(
+            engine, share=max(0, size - max(1, size // 4)), idle_seconds=STATEMENT_IDLE_SECONDS
+        )
         # decoded items shared by this process's context reads (None: off)
         self.item_cache = ItemCache(max_items=item_cache_items) if item_cache_items > 0 else None
         # whole projected prompts by session version and budget (None: off)
@@ -128,7 +116,7 @@ class Store:
                 self.item_cache.put((tenant_id, session_id, session_created_at, item.seq), item)
 
     async def dispose(self) -> None:
-        await self._unpark_all()
+        await self.statement_connections.close()
         await self.engine.dispose()
 
     @asynccontextmanager
@@ -160,56 +148,20 @@ class Store:
         append, the context read), without SQLAlchemy's ``Connection`` around it
         (``DriverConnection``). Each statement commits on its own, as in ``autocommit()``.
 
-        A connection done with is kept aside, still in autocommit and still checked out of
-        the pool, for the next call (``_parked``, at most ``park_max``): checking one out of
-        SQLAlchemy's pool and back in (a greenlet each way, two autocommit switches, the
-        reset) cost an append about 160 us of CPU, a fifth of it (bench/RESULTS.md, session
-        8). The pool still counts them,
-        so the process keeps to ``DB_POOL_SIZE + DB_MAX_OVERFLOW`` connections; one unused for
-        ``PARKED_IDLE_SECONDS`` goes back, and after a lost connection all of them do
-        (invalidated: the server that dropped one may have dropped them all)."""
+        The connection comes from the statement path's own share of the pool, handed from
+        one call to the next without going back (``app.store.statement_pool``)."""
         assert not self.is_sqlite
-        fairy = await self._take_parked()
-        if fairy is None:
-            try:
-                fairy = await self.engine.raw_connection()
-            except DATABASE_ERRORS as exc:
-                self._raise_domain_error(exc)
-        driver = fairy.driver_connection
+        try:
+            fairy = await self.statement_connections.acquire()
+        except DATABASE_ERRORS as exc:
+            self._raise_domain_error(exc)
         conn = DriverConnection(self.engine, fairy)
         try:
-            if not driver.autocommit:
-                await driver.set_autocommit(True)
             yield conn
         except DATABASE_ERRORS as exc:
             self._raise_domain_error(exc)
         finally:
-            if conn.lost:
-                await self._unpark_all(invalidate=True)
-            elif (
-                fairy.is_valid
-                and not driver.closed
-                and driver.info.transaction_status == _IDLE
-                and len(self._parked) < self.park_max
-            ):
-                self._parked.append((fairy, time.monotonic()))
-            else:
-                await _check_in(fairy)
-
-    async def _take_parked(self) -> Any | None:
-        """The connection parked last, if any; the others unused for too long go back."""
-        now = time.monotonic()
-        while self._parked and now - self._parked[0][1] > PARKED_IDLE_SECONDS:
-            await _check_in(self._parked.pop(0)[0])
-        return self._parked.pop()[0] if self._parked else None
-
-    async def _unpark_all(self, *, invalidate: bool = False) -> None:
-        parked, self._parked = self._parked, []
-        for fairy, _ in parked:
-            if invalidate:
-                await greenlet_spawn(fairy.invalidate)
-            else:
-                await _check_in(fairy)
+            await self.statement_connections.release(fairy, lost=conn.lost)
 
     @asynccontextmanager
     async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
