@@ -36,7 +36,12 @@ class Store:
     """Owns the engine; hands out connections inside transactions."""
 
     def __init__(
-        self, engine: AsyncEngine, *, item_cache_items: int = 0, prompt_cache_entries: int = 0
+        self,
+        engine: AsyncEngine,
+        *,
+        max_overflow: int = 0,
+        item_cache_items: int = 0,
+        prompt_cache_entries: int = 0,
     ) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
@@ -44,7 +49,10 @@ class Store:
         # transactions (none from a pool of one: kept, it would leave nothing for a write)
         size = 0 if self.is_sqlite else engine.pool.size()  # type: ignore[attr-defined]
         self.statement_connections = StatementConnections(
-            engine, share=max(0, size - max(1, size // 4)), idle_seconds=STATEMENT_IDLE_SECONDS
+            engine,
+            share=max(0, size - max(1, size // 4)),
+            capacity=size + max_overflow,
+            idle_seconds=STATEMENT_IDLE_SECONDS,
         )
         # decoded items shared by this process's context reads (None: off)
         self.item_cache = ItemCache(max_items=item_cache_items) if item_cache_items > 0 else None
@@ -94,6 +102,7 @@ class Store:
             )
         return cls(
             engine,
+            max_overflow=max_overflow,
             item_cache_items=item_cache_items,
             prompt_cache_entries=prompt_cache_entries,
         )
@@ -120,9 +129,17 @@ class Store:
         await self.engine.dispose()
 
     @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        """``engine.connect()``, after making room in the pool (``make_room``): every
+        checkout but the statement path's goes through here."""
+        await self.statement_connections.make_room()
+        async with self.engine.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         try:
-            async with self.engine.connect() as conn:
+            async with self._connect() as conn:
                 if self.is_sqlite:
                     await conn.execution_options(sqlite_immediate=True)
                 async with conn.begin():
@@ -136,7 +153,7 @@ class Store:
         append: no BEGIN, no COMMIT round trip; a server that dies mid-statement leaves all
         of it or nothing)."""
         try:
-            async with self.engine.connect() as conn:
+            async with self._connect() as conn:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
                 yield conn
         except DATABASE_ERRORS as exc:
@@ -172,7 +189,7 @@ class Store:
         starts, exactly as in a READ COMMITTED transaction, without the BEGIN and COMMIT
         round trips (most reads are one or two statements, so those were half the cost)."""
         try:
-            async with self.engine.connect() as conn:
+            async with self._connect() as conn:
                 if self.is_sqlite:
                     async with conn.begin():
                         yield conn
@@ -195,7 +212,7 @@ class Store:
         raise mapped from exc
 
     async def ping(self) -> None:
-        async with self.engine.connect() as conn:
+        async with self._connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
 

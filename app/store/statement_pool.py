@@ -7,7 +7,7 @@ autocommit switches, the reset) cost an append about 160 us of CPU, a fifth of i
 connections once and keeps them, in autocommit: a call takes the one freed last, and a call
 that finds none free while all ``share`` are in use waits for the next one handed back (an
 asyncio future: no pool, no greenlet). The rest of the pool is left to transactions, which
-therefore never wait for a statement connection kept idle.
+never wait for a statement connection kept idle: one goes back when they would.
 
 Invariants:
 - ``owned`` counts the connections the statement path has out of the pool (in use, idle, or
@@ -16,7 +16,8 @@ Invariants:
 - a waiter is always handed something: a connection, or a free slot to check one out of the
   pool itself (after a connection was dropped); a waiter cancelled or timed out after being
   handed one passes it on, so none is ever lost;
-- a connection unused for ``idle_seconds`` goes back to the pool; after a lost connection
+- a connection unused for ``idle_seconds`` goes back to the pool, and so does one idle
+  whenever another checkout finds the pool exhausted (``make_room``); after a lost connection
   every idle one is invalidated (the server that dropped one may have dropped them all).
 
 One event loop per process, so no locking.
@@ -49,9 +50,13 @@ async def check_in(fairy: Any) -> None:
 
 
 class StatementConnections:
-    def __init__(self, engine: AsyncEngine, *, share: int, idle_seconds: float) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, share: int, capacity: int, idle_seconds: float
+    ) -> None:
+        """``capacity``: the most connections the pool hands out (its size and overflow)."""
         self.engine = engine
         self.share = share
+        self.capacity = capacity
         self.idle_seconds = idle_seconds
         self.owned = 0
         self._idle: list[tuple[Any, float]] = []  # (connection, freed at), the newest last
@@ -92,6 +97,16 @@ class StatementConnections:
             await self._drop(fairy, invalidated=not fairy.is_valid)
             return
         self._hand_on(fairy)
+
+    async def make_room(self) -> None:
+        """Before another checkout from the pool: if the pool has nothing left to hand out,
+        one idle statement connection goes back to it, so that the caller never waits while a
+        connection sits unused here (the statement path checks out another when it needs
+        one)."""
+        if self._idle and self.engine.pool.checkedout() >= self.capacity:  # type: ignore[attr-defined]
+            fairy, _ = self._idle.pop(0)
+            await check_in(fairy)
+            self.owned -= 1
 
     async def close(self) -> None:
         """Every idle connection back to the pool (the engine is being disposed of)."""

@@ -153,3 +153,33 @@ async def test_a_waiter_cancelled_or_timed_out_loses_no_connection(
             assert await one() == pid
     finally:
         await store.dispose()
+
+
+async def test_a_transaction_never_waits_while_a_statement_connection_sits_idle(
+    pg_database: str,
+) -> None:
+    """Right after a burst of statement calls the statement path holds its whole share, idle;
+    transactions that need more than the rest of the pool get the idle ones back at once
+    rather than waiting for the pool's timeout."""
+    store = Store.from_url(pg_database, pool_size=4, max_overflow=0)
+    pool = store.engine.sync_engine.pool
+    statements = store.statement_connections
+
+    async def statement() -> None:
+        async with store.statements() as conn:
+            await _BACKEND.rows(conn, {})
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.gather(*(statement() for _ in range(3)))
+        assert statements.idle == 3 and pool.checkedout() == 3  # type: ignore[attr-defined]
+        async with asyncio.timeout(5):
+            async with store.write() as a, store.write() as b, store.read() as c:
+                for db in (a, b, c):
+                    assert (await db.execute(sa.text("SELECT 1"))).scalar_one() == 1
+        assert statements.owned == statements.idle == 1
+        await asyncio.gather(*(statement() for _ in range(3)))  # and the share comes back
+        assert statements.owned == 3
+    finally:
+        await store.dispose()
+    assert pool.checkedout() == 0  # type: ignore[attr-defined]
