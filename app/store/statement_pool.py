@@ -104,16 +104,12 @@ class StatementConnections:
         connection sits unused here (the statement path checks out another when it needs
         one)."""
         if self._idle and self.engine.pool.checkedout() >= self.capacity:  # type: ignore[attr-defined]
-            fairy, _ = self._idle.pop(0)
-            await check_in(fairy)
-            self.owned -= 1
+            await self._give_back_oldest()
 
     async def close(self) -> None:
         """Every idle connection back to the pool (the engine is being disposed of)."""
-        idle, self._idle = self._idle, []
-        for fairy, _ in idle:
-            await check_in(fairy)
-            self.owned -= 1
+        while self._idle:
+            await self._give_back_oldest()
 
     async def _take(self) -> Any:
         if self.share == 0:  # a pool too small to keep any: out and back in every time
@@ -151,22 +147,28 @@ class StatementConnections:
                 self._free_slot()
             raise
 
-    def _hand_on(self, fairy: Any) -> None:
+    def _next_waiter(self) -> asyncio.Future[Any] | None:
+        """The longest-waiting call still waiting (cancelled ones are skipped)."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(fairy)
-                return
-        self._idle.append((fairy, time.monotonic()))
+                return waiter
+        return None
+
+    def _hand_on(self, fairy: Any) -> None:
+        waiter = self._next_waiter()
+        if waiter is None:
+            self._idle.append((fairy, time.monotonic()))
+        else:
+            waiter.set_result(fairy)
 
     def _free_slot(self) -> None:
         """One connection fewer is out: its slot goes to a waiter, if any."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(_SLOT)
-                return
-        self.owned -= 1
+        waiter = self._next_waiter()
+        if waiter is None:
+            self.owned -= 1
+        else:
+            waiter.set_result(_SLOT)
 
     def _pass_on(self, waiter: asyncio.Future[Any]) -> None:
         """A waiter leaving without its connection: what it was handed goes on."""
@@ -189,6 +191,10 @@ class StatementConnections:
         """Idle connections unused for ``idle_seconds`` go back to the pool (oldest first)."""
         now = time.monotonic()
         while self._idle and now - self._idle[0][1] > self.idle_seconds:
-            fairy, _ = self._idle.pop(0)
-            await check_in(fairy)
-            self.owned -= 1
+            await self._give_back_oldest()
+
+    async def _give_back_oldest(self) -> None:
+        """The idle connection freed first back to the pool, out of ``owned``."""
+        fairy, _ = self._idle.pop(0)
+        self.owned -= 1
+        await check_in(fairy)
