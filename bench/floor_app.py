@@ -23,6 +23,7 @@ psycopg async connections in autocommit mode (one round trip per request):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import uuid
@@ -139,6 +140,10 @@ def create_app() -> FastAPI:
             params = {
                 "tenant_id": tenant_id,
                 "session_id": session_id,
+                # the service's tenant tombstone key (app.domain.retention.tenant_digest)
+                "tenant_digest": hashlib.sha256(
+                    f"{len(tenant_id)}:{tenant_id}:{tenant_id}".encode()
+                ).hexdigest(),
                 "n": 1,
                 "tokens": row["tokens"],
                 "chars": row["chars"],

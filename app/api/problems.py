@@ -15,6 +15,7 @@ from starlette.routing import Match
 
 from app import jsonutil
 from app.domain import errors as e
+from app.domain.retention import TenantErased
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,8 @@ PROBLEM_BASE = "https://session-memory.dev/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 _STATUS: list[tuple[type[e.DomainError], int]] = [
+    # a key still cached on some replica after its tenant's erasure began: gone for good
+    (TenantErased, 410),
     (e.NotFound, 404),
     (e.Conflict, 409),
     (e.PreconditionFailed, 412),

@@ -7,7 +7,12 @@ Invariants:
   expiring as a whole or by an explicit delete;
 - a session's own ``config`` wins over the server default, key by key; ``None`` everywhere
   means "kept for ever";
-- ``expires_at`` is the last write plus the effective TTL: every write renews it;
+- ``expires_at`` is the last write plus the effective TTL: every write renews it; expiry is
+  judged by the database's clock (one clock for every replica);
+- a session whose erasure has begun has ``expires_at = ERASING``, a time before any clock's
+  now: no write can land on it and every read answers 404, so a session is whole or gone;
+- a tenant whose erasure has begun has a tombstone (``tenant_digest``): no write of that
+  tenant lands on any replica, whatever its key cache holds;
 - ``snapshots_to_erase`` keeps the newest ``keep`` snapshots, and when some must go the
   automatic ``pre-restore`` ones go first (oldest first within each kind);
 - an ``ErasureRecord`` holds no data of what it erased: an unsalted SHA-256 of the tenant and
@@ -17,25 +22,36 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.domain.errors import InvalidInput, NotFound
+from app.domain.errors import DomainError, InvalidInput, NotFound
 
 # A year in seconds times 100: beyond any real retention, small enough for every store.
 MAX_RETENTION_SECONDS = 100 * 366 * 24 * 3600
 MAX_KEEP_SNAPSHOTS = 100_000
 AUTOMATIC_SNAPSHOT_LABEL = "pre-restore"
+# The expiry a session gets when its erasure begins: expired for every clock, and first in the
+# sweep's order (it finishes what it started before it starts anything new).
+ERASING = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TenantNotFound(NotFound):
     code = "tenant-not-found"
     title = "Tenant not found"
+
+
+class TenantErased(DomainError):
+    """A write for a tenant whose erasure has begun (its key may still be cached somewhere)."""
+
+    code = "tenant-erased"
+    title = "Tenant erased"
 
 
 class RetentionConfig(BaseModel):
@@ -195,6 +211,13 @@ def snapshots_to_erase(snapshots: Sequence[SnapshotInfo], keep: int | None) -> l
     excess = len(snapshots) - keep
     order = sorted(snapshots, key=lambda s: (not s.automatic, s.created_at, s.id))
     return [s.id for s in order[:excess]]
+
+
+@functools.lru_cache(maxsize=4096)
+def tenant_digest(tenant_id: str) -> str:
+    """What a tenant's erasure tombstone and audit record keep of its id (every write of a
+    tenant asks for it: cached)."""
+    return subject_digest(tenant_id, tenant_id)
 
 
 def subject_digest(tenant_id: str, subject_id: str) -> str:

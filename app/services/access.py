@@ -75,10 +75,20 @@ async def load_current(
 async def fail_write(
     db: AsyncConnection, actor: Actor, session_id: str, if_match: int | None
 ) -> None:
-    """Explain why a fenced update matched no row: missing (or expired) session or stale
-    version."""
+    """Explain why a fenced update matched no row: missing (or expired, or being erased)
+    session, or stale version. Without ``If-Match`` only the first can be: a session found
+    now was deleted and created again while the write ran, and the write did not land (404,
+    never a 412 the client did not ask for)."""
+    if if_match is None:
+        raise SessionNotFound(f"session {session_id!r} not found")
     state = found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
-    raise VersionMismatch(f"session is at version {state.version}, the request expected {if_match}")
+    detail = f"session is at version {state.version}, the request expected {if_match}"
+    if state.version == if_match:  # another session by the same id, at the same version
+        detail = (
+            f"session {session_id!r} was deleted and created again while this write ran; "
+            "read it and retry"
+        )
+    raise VersionMismatch(detail)
 
 
 async def record_write(

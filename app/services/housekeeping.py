@@ -1,5 +1,6 @@
-"""Housekeeping: forget expired Idempotency-Keys and run the retention sweep
-(``services.retention``), in the background of every server process.
+"""Housekeeping: forget expired Idempotency-Keys, run the retention sweep
+(``services.retention``) and, on SQLite, merge the full-text index after erasures, in the
+background of every server process.
 
 Each replica runs it; the deletes are idempotent and bounded (one short transaction per batch),
 so several replicas sweeping at once only share the work. Never raises into the server.
@@ -13,7 +14,7 @@ import logging
 import random
 import time
 
-from app.services.retention import run_sweep
+from app.services.retention import merge_search_index, run_sweep
 from app.services.runtime import Runtime, utcnow
 from app.store.idempotency import IdempotencyRepository
 
@@ -64,8 +65,22 @@ async def _retention_forever(rt: Runtime, interval: float) -> None:
             log.exception("retention sweep failed")
 
 
+async def _merge_index_forever(rt: Runtime) -> None:
+    """Each time an erasure asked for it, merge SQLite's index until the erased text is gone
+    (several erasures in a row share one merge)."""
+    while True:
+        await rt.index_merge_wanted.wait()
+        rt.index_merge_wanted.clear()
+        try:
+            await merge_search_index(rt)
+        except Exception:  # retried at the next erasure or sweep
+            log.exception("search index merge failed")
+
+
 async def _all_forever(rt: Runtime) -> None:
     loops = [_sweep_forever(rt, rt.settings.idempotency_purge_seconds)]
+    if rt.store.is_sqlite:
+        loops.append(_merge_index_forever(rt))
     if rt.settings.retention.sweep_enabled:
         loops.append(_retention_forever(rt, rt.settings.retention.sweep_interval_seconds))
     await asyncio.gather(*loops)

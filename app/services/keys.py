@@ -45,6 +45,7 @@ from app.services.runtime import Actor, utcnow
 from app.settings import AuthSettings, Settings
 from app.store.db import Store
 from app.store.keys import KeyRepository
+from app.store.retention import RetentionRepository
 
 BOOTSTRAP_KEY_ID = "bootstrap"
 _CACHE_MAX = 10_000
@@ -210,6 +211,8 @@ async def insert_key(
         created_at=now or utcnow(),
     )
     async with store.write() as db:
+        # a tenant being erased (or erased moments ago) takes no new key: it would write again
+        await RetentionRepository(db).check_tenant_writable(tenant_id)
         await KeyRepository(db).insert(key, key_hash=made.key_hash)
     return CreatedKey(key=key, secret=made.secret)
 

@@ -25,7 +25,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 SWEEP_KEY = "sm:retention:sweep"
 _REVIEW_PAGE = 200
 _EXPIRED_PER_BATCH = 50
+# Pages of SQLite's FTS5 index merged per transaction: about 10 ms at 20,000 items.
+_MERGE_PAGES = 100
 
 
 def defaults_of(rt: Runtime) -> RetentionDefaults:
@@ -109,12 +111,27 @@ async def run_sweep(rt: Runtime, *, claim: bool = True) -> SweepReport:
     report = SweepReport()
     await _erase_expired(rt, report)
     await _review_sessions(rt, report)
+    await _purge_tombstones(rt)
     if report.erased.total_rows:
-        async with rt.store.write() as db:
-            await RetentionRepository(db).compact_search_index()
+        await merge_search_index(rt)
     report.seconds = time.monotonic() - started
     rt.notify("retention_swept", report)
     return report
+
+
+async def merge_search_index(rt: Runtime, *, pages: int = _MERGE_PAGES) -> int:
+    """SQLite: merge the full-text index until the text of erased rows has left it, in short
+    transactions of at most ``pages`` pages each (other writes go in between; the delete
+    itself never rebuilds the index). Returns the number of steps; 0 on Postgres."""
+    if not rt.store.is_sqlite:
+        return 0
+    steps = 0
+    while True:
+        async with rt.store.write() as db:
+            more = await RetentionRepository(db).merge_search_index_step(pages=pages)
+        steps += 1
+        if not more:
+            return steps
 
 
 async def _erase_expired(rt: Runtime, report: SweepReport) -> None:
@@ -129,6 +146,8 @@ async def _erase_expired(rt: Runtime, report: SweepReport) -> None:
         async with rt.store.write() as db:
             repo = RetentionRepository(db)
             expired = await repo.lock_expired(now=now, limit=_EXPIRED_PER_BATCH)
+            # committed with the first batch: from here no write lands on these sessions
+            await repo.mark_erasing(expired)
             counts, complete = await repo.erase_sessions(expired, limit=batch_rows)
             for key, erased in counts.items():
                 report.erased.merge(erased)
@@ -139,6 +158,14 @@ async def _erase_expired(rt: Runtime, report: SweepReport) -> None:
                 report.sessions_expired += len(done)
         if complete and len(expired) < _EXPIRED_PER_BATCH:
             return
+
+
+async def _purge_tombstones(rt: Runtime) -> None:
+    """Tenant tombstones outlive their erasure by the key cache's lifetime (and a minute): by
+    then no replica can hold a key of the tenant, and the id may be used again."""
+    margin = timedelta(seconds=rt.settings.auth.cache_seconds + 60)
+    async with rt.store.write() as db:
+        await RetentionRepository(db).purge_tombstones(finished_before=utcnow() - margin)
 
 
 async def _review_sessions(rt: Runtime, report: SweepReport) -> None:
@@ -163,16 +190,27 @@ async def _review_sessions(rt: Runtime, report: SweepReport) -> None:
         after = (page[-1].tenant_id, page[-1].id)
 
 
+def _default_ttl_due(row: ReviewRow, defaults: RetentionDefaults) -> tuple[bool, int | None]:
+    """Whether a session without a TTL of its own (``config.ttl_seconds``) should now have
+    another one (the server default changed), and which."""
+    if (row.config or {}).get("ttl_seconds") is not None:
+        return False, row.ttl_seconds
+    wanted = effective_ttl(row.config, defaults)
+    return wanted != row.ttl_seconds, wanted
+
+
 async def _review_one(
     rt: Runtime, row: ReviewRow, defaults: RetentionDefaults, report: SweepReport
 ) -> None:
-    if (row.config or {}).get("ttl_seconds") is None:
-        wanted = effective_ttl(row.config, defaults)
-        if wanted != row.ttl_seconds:
-            async with rt.store.write() as db:
-                repo = RetentionRepository(db)
-                locked = await repo.lock_session(row.tenant_id, row.id)
-                if locked is not None and locked.ttl_seconds == row.ttl_seconds:
+    if _default_ttl_due(row, defaults)[0]:
+        async with rt.store.write() as db:
+            repo = RetentionRepository(db)
+            locked = await repo.lock_session(row.tenant_id, row.id)
+            # decided again from the locked row: a config written since the page was read
+            # (a TTL of its own, say) wins over the server default
+            if locked is not None:
+                due, wanted = _default_ttl_due(locked, defaults)
+                if due:
                     await repo.set_ttl(
                         row.tenant_id, row.id, ttl_seconds=wanted, updated_at=locked.updated_at
                     )
@@ -270,7 +308,7 @@ async def erase_session_now(
         counts=counts,
         now=now,
     )
-    await repo.compact_search_index()
+    rt.schedule_index_merge()  # the erased text leaves SQLite's index in the background
     return counts
 
 
@@ -285,46 +323,68 @@ class TenantErasure:
 async def erase_tenant(
     rt: Runtime, tenant_id: str, *, key_id: str | None, key_name: str | None
 ) -> TenantErasure:
-    """Erase everything a tenant holds: each session completely in its own transaction (its
-    row locked first, like a delete), then its keys and remaining idempotency records with the
-    audit record. Sessions created meanwhile (a key still cached elsewhere) are erased too: it
-    loops until none is left. ``TenantNotFound`` if the tenant holds nothing."""
+    """Erase everything a tenant holds, revoking first:
+
+    1. one transaction writes the tenant's tombstone and deletes its API keys: from its commit
+       no write of the tenant lands on any replica (every write path checks the tombstone in
+       the database, whatever a replica's key cache holds), and on Postgres it waited out the
+       creates already in flight;
+    2. each session is erased completely in its own transaction (its row locked first, like a
+       delete), a page of them at a time until none is left (nothing new can appear);
+    3. the rest (idempotency records without a session) goes with the audit record, after a
+       walk of every table finds nothing of the tenant; the tombstone stays until no replica
+       can still hold a cached key (``AUTH__CACHE_SECONDS``), then the sweep removes it.
+
+    An erasure cut short (a replica died) resumes when it is asked again. ``TenantNotFound``
+    if the tenant holds nothing and no erasure of it is unfinished."""
     async with rt.store.read() as db:
-        if not await RetentionRepository(db).tenant_exists(tenant_id):
+        repo = RetentionRepository(db)
+        if not (
+            await repo.tenant_exists(tenant_id) or await repo.tenant_erasure_unfinished(tenant_id)
+        ):
             raise TenantNotFound(f"tenant {tenant_id!r} holds nothing")
+    async with rt.store.write() as db:
+        key_ids = await RetentionRepository(db).begin_tenant_erasure(tenant_id, now=utcnow())
     total = ErasedCounts()
+    total.add("api_keys", len(key_ids))
     erased_sessions = 0
     while True:
-        async with rt.store.read() as db:
-            ids = await RetentionRepository(db).tenant_session_ids(
-                tenant_id, after=None, limit=_REVIEW_PAGE
+        while True:
+            async with rt.store.read() as db:
+                ids = await RetentionRepository(db).tenant_session_ids(
+                    tenant_id, after=None, limit=_REVIEW_PAGE
+                )
+            if not ids:
+                break
+            for session_id in ids:
+                async with rt.store.write() as db:
+                    await SessionRepository(db).lock(tenant_id, session_id)
+                    counts, _ = await RetentionRepository(db).erase_session(tenant_id, session_id)
+                if counts.rows.get("sessions"):
+                    erased_sessions += 1
+                total.merge(counts)
+        now = utcnow()
+        async with rt.store.write() as db:
+            repo = RetentionRepository(db)
+            total.merge(await repo.erase_tenant_rest(tenant_id))
+            left = await repo.tenant_leftovers(tenant_id)
+            if left:  # cannot happen while the tombstone stands; never claim what is not so
+                log.error("tenant erasure found rows left, erasing again: %s", left)
+                continue
+            erasure_id = await repo.record_erasure(
+                kind="tenant",
+                reason="tenant_erased",
+                tenant_id=tenant_id,
+                subject_id=tenant_id,
+                key_id=key_id,
+                key_name=key_name,
+                counts=total,
+                now=now,
             )
-        if not ids:
-            break
-        for session_id in ids:
-            async with rt.store.write() as db:
-                await SessionRepository(db).lock(tenant_id, session_id)
-                counts, _ = await RetentionRepository(db).erase_session(tenant_id, session_id)
-            if counts.rows.get("sessions"):
-                erased_sessions += 1
-            total.merge(counts)
-    now = utcnow()
-    async with rt.store.write() as db:
-        repo = RetentionRepository(db)
-        rest, key_ids = await repo.erase_tenant_rest(tenant_id)
-        total.merge(rest)
-        erasure_id = await repo.record_erasure(
-            kind="tenant",
-            reason="tenant_erased",
-            tenant_id=tenant_id,
-            subject_id=tenant_id,
-            key_id=key_id,
-            key_name=key_name,
-            counts=total,
-            now=now,
-        )
-        await repo.compact_search_index()
+            await repo.finish_tenant_erasure(tenant_id, now=now)
+        break
     rt.notify("tenant_erased", erased_sessions, total)
+    await merge_search_index(rt)  # SQLite: the erased text leaves the index before we answer
     return TenantErasure(erased_sessions, dict(sorted(total.rows.items())), erasure_id, key_ids)
 
 

@@ -15,6 +15,7 @@ replicas); no write waits for them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -103,6 +104,14 @@ class Runtime:
     append_hooks: list[Callable[[Runtime, Actor, str, SessionState], object]] = field(
         default_factory=list
     )
+
+    # Set by an erasure on SQLite: the housekeeping merges the full-text index in the
+    # background so the erased text leaves it (services.retention.merge_search_index).
+    index_merge_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def schedule_index_merge(self) -> None:
+        if self.store.is_sqlite:
+            self.index_merge_wanted.set()
 
     def after_append(self, actor: Actor, session_id: str, state: SessionState | None) -> None:
         """Run the append hooks (maybe start an automatic compaction). Never raises and never

@@ -12,6 +12,13 @@ commits. That is why the idempotency record is part of it (DESIGN §6): the clie
 with the same ``Idempotency-Key``, meets the record's primary key and replays the answer; the
 batch is never stored twice.
 
+The session row's times (``updated_at``, ``expires_at``) come from the database's clock
+(``CURRENT_TIMESTAMP``), and so does the judgement of expiry, never the replica's clock: a
+statement that waited on the row while the sweep began erasing the session re-checks the row
+the sweep left (``expires_at = ERASING``) and matches nothing, and no replica whose clock lags
+can renew a session the database already considers expired. A tenant whose erasure began has a
+tombstone the statement checks, so a key still cached elsewhere writes nothing.
+
 Same rows as the general path: ``seq`` = the range the update allocated, one ``appended``
 event at the new ``event_seq`` with ``{"count", "first_seq", "last_seq"}``; the session row
 comes back as the new ``SessionState``.
@@ -31,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app import jsonutil
 from app.domain.errors import DuplicateItemId
 from app.domain.items import NewItem
+from app.domain.retention import tenant_digest
 from app.domain.sessions import SessionState
 from app.store.idempotency import IdempotencyScope, IdempotencyTaken, is_idempotency_conflict
 from app.store.items import body_columns
@@ -49,11 +57,12 @@ WITH s AS (
         item_count = item_count + CAST(:n AS BIGINT),
         token_count = token_count + CAST(:tokens AS BIGINT),
         char_count = char_count + CAST(:chars AS BIGINT),
-        updated_at = :now,
-        expires_at = :now + ttl_seconds * INTERVAL '1 second'
+        updated_at = CURRENT_TIMESTAMP,
+        expires_at = CURRENT_TIMESTAMP + ttl_seconds * INTERVAL '1 second'
     WHERE tenant_id = :tenant_id AND id = :session_id
       AND (CAST(:expected AS BIGINT) IS NULL OR version = CAST(:expected AS BIGINT))
-      AND (expires_at IS NULL OR expires_at > :now)
+      AND (expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)
+      AND NOT EXISTS (SELECT 1 FROM tenant_erasures WHERE tenant_digest = :tenant_digest)
     RETURNING {returning}
 ), new_items AS (
     INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, format,
@@ -188,6 +197,7 @@ class AppendRepository:
         params = {
             "tenant_id": tenant_id,
             "session_id": session_id,
+            "tenant_digest": tenant_digest(tenant_id),
             "n": len(rows),
             "tokens": tokens,
             "chars": chars,

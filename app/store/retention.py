@@ -18,22 +18,34 @@ import functools
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.retention import ErasedCounts, SnapshotInfo, subject_digest
+from app.domain.retention import (
+    ERASING,
+    ErasedCounts,
+    SnapshotInfo,
+    TenantErased,
+    subject_digest,
+    tenant_digest,
+)
 from app.store.tables import (
+    UTCDateTime,
     api_keys,
     compactions,
     erasures,
     events,
     idempotency_keys,
     items,
+    metadata,
     sessions,
     snapshots,
+    tenant_erasures,
 )
 
 # The columns whose bytes a table's rows are measured by (texts and JSON as stored).
@@ -71,6 +83,16 @@ def _size(dialect: str, table: sa.Table) -> sa.ColumnElement[int]:
     for part in parts[1:]:
         total = total + part
     return total
+
+
+def utcnow_for_sqlite() -> datetime:
+    """SQLite's clock is this process's (the embedded database has no other)."""
+    return datetime.now(UTC)
+
+
+def _advisory_key(digest: str) -> sa.ColumnElement[int]:
+    """The Postgres advisory lock a tenant's creates share and its erasure takes alone."""
+    return sa.func.hashtextextended(sa.literal("tenant-erasure:" + digest), 0)
 
 
 def _of(table: sa.FromClause, tenant_id: Any, session_id: Any) -> sa.ColumnElement[bool]:
@@ -118,22 +140,128 @@ class RetentionRepository:
         return stmt if self.sqlite else stmt.with_for_update(skip_locked=True)
 
     async def lock_expired(self, *, now: datetime, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` expired sessions, their rows locked (rows a write holds skipped)."""
+        """Up to ``limit`` expired sessions, their rows locked (rows a write holds skipped),
+        those whose erasure began first. Expired by the database's clock on Postgres (``now``
+        is used on SQLite, whose clock is this process's)."""
         s = sessions.c
+        clock: Any = now if self.sqlite else sa.func.current_timestamp()
         stmt = (
             sa.select(s.tenant_id, s.id)
-            .where(s.expires_at.is_not(None), s.expires_at <= now)
+            .where(s.expires_at.is_not(None), s.expires_at <= clock)
             .order_by(s.expires_at)
             .limit(limit)
         )
         return [(r[0], r[1]) for r in (await self.db.execute(self._skip_locked(stmt))).all()]
 
+    async def mark_erasing(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Begin the erasure of these sessions (rows locked): ``expires_at = ERASING``, expired
+        for every clock, so a write that waited on a row re-checks it and matches nothing, and
+        none lands on a session that is partly erased (it is whole or gone)."""
+        if keys:
+            await self.db.execute(
+                sa.update(sessions)
+                .where(sa.tuple_(sessions.c.tenant_id, sessions.c.id).in_(list(keys)))
+                .values(expires_at=ERASING)
+            )
+
+    # -- tenant tombstones ---------------------------------------------------------------------
+
+    async def check_tenant_writable(self, tenant_id: str) -> None:
+        """Before a write not ordered by an existing session row (a create): ``TenantErased``
+        if the tenant's erasure has begun. On Postgres the write first takes the tenant's
+        advisory lock in shared mode, which the erasure takes exclusively to write its
+        tombstone: a create either committed before the tombstone (and is erased with the
+        rest) or sees it."""
+        digest = tenant_digest(tenant_id)
+        if not self.sqlite:
+            await self.db.execute(
+                sa.select(sa.func.pg_advisory_xact_lock_shared(_advisory_key(digest)))
+            )
+        found = await self.db.execute(
+            sa.select(sa.literal(1)).where(tenant_erasures.c.tenant_digest == digest)
+        )
+        if found.first() is not None:
+            raise TenantErased("this key's tenant has been erased")
+
+    async def begin_tenant_erasure(self, tenant_id: str, *, now: datetime) -> list[str]:
+        """Write the tenant's tombstone and delete its API keys (revoke first: no write of the
+        tenant lands anywhere after this commits); returns the deleted keys' ids."""
+        digest = tenant_digest(tenant_id)
+        if not self.sqlite:  # waits out every create of the tenant in flight (see above)
+            await self.db.execute(sa.select(sa.func.pg_advisory_xact_lock(_advisory_key(digest))))
+        insert = sqlite_insert if self.sqlite else postgresql_insert
+        await self.db.execute(
+            insert(tenant_erasures)
+            .values(tenant_digest=digest, started_at=now, finished_at=None)
+            .on_conflict_do_update(
+                index_elements=[tenant_erasures.c.tenant_digest], set_={"finished_at": None}
+            )
+        )
+        result = await self.db.execute(
+            sa.delete(api_keys).where(api_keys.c.tenant_id == tenant_id).returning(api_keys.c.id)
+        )
+        return [r[0] for r in result.all()]
+
+    async def tenant_erasure_unfinished(self, tenant_id: str) -> bool:
+        """Whether an erasure of the tenant began and was cut short (a replica died)."""
+        t = tenant_erasures.c
+        found = await self.db.execute(
+            sa.select(sa.literal(1)).where(
+                t.tenant_digest == tenant_digest(tenant_id), t.finished_at.is_(None)
+            )
+        )
+        return found.first() is not None
+
+    async def finish_tenant_erasure(self, tenant_id: str, *, now: datetime) -> None:
+        await self.db.execute(
+            sa.update(tenant_erasures)
+            .where(tenant_erasures.c.tenant_digest == tenant_digest(tenant_id))
+            .values(finished_at=now)
+        )
+
+    async def purge_tombstones(self, *, finished_before: datetime) -> int:
+        """Tombstones of erasures finished before ``finished_before`` (no key of theirs can
+        be cached anywhere any more); returns how many went."""
+        t = tenant_erasures.c
+        result = await self.db.execute(
+            sa.delete(tenant_erasures)
+            .where(t.finished_at.is_not(None), t.finished_at < finished_before)
+            .returning(t.tenant_digest)
+        )
+        return len(result.all())
+
+    async def tenant_leftovers(self, tenant_id: str) -> dict[str, int]:
+        """Rows any table still holds for the tenant (the walk an erasure ends with): every
+        table with a ``tenant_id`` column but the audit trail, which holds no data."""
+        out: dict[str, int] = {}
+        for table in metadata.sorted_tables:
+            if "tenant_id" not in table.c or table is erasures:
+                continue
+            count = (
+                await self.db.execute(
+                    sa.select(sa.func.count())
+                    .select_from(table)
+                    .where(table.c.tenant_id == tenant_id)
+                )
+            ).scalar_one()
+            if count:
+                out[table.name] = int(count)
+        return out
+
+    def _live(self) -> sa.ColumnElement[bool]:
+        """Not expired (nor being erased), by the database's clock on Postgres."""
+        clock: Any = sa.func.current_timestamp()
+        if self.sqlite:
+            clock = sa.bindparam("clock_now", utcnow_for_sqlite(), type_=UTCDateTime())
+        return sa.or_(sessions.c.expires_at.is_(None), sessions.c.expires_at > clock)
+
     async def lock_session(self, tenant_id: str, session_id: str) -> ReviewRow | None:
-        """The session's row, locked, or None if it is gone or a write holds it."""
+        """The session's row, locked, or None if it is gone, expired (its erasure is the
+        expiry pass's business) or a write holds it."""
         s = sessions.c
         stmt = sa.select(
             s.tenant_id, s.id, s.config, s.ttl_seconds, s.updated_at, s.expires_at
-        ).where(s.tenant_id == tenant_id, s.id == session_id)
+        ).where(s.tenant_id == tenant_id, s.id == session_id, self._live())
         row = (await self.db.execute(self._skip_locked(stmt))).first()
         return ReviewRow(*row) if row else None
 
@@ -166,7 +294,7 @@ class RetentionRepository:
         expires = None if ttl_seconds is None else updated_at + timedelta(seconds=ttl_seconds)
         await self.db.execute(
             sa.update(sessions)
-            .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
+            .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id, self._live())
             .values(ttl_seconds=ttl_seconds, expires_at=expires)
         )
 
@@ -373,18 +501,17 @@ class RetentionRepository:
         ).all()
         return Pruned([None] * len(rows), sum(int(r[0] or 0) for r in rows))
 
-    async def erase_tenant_rest(self, tenant_id: str) -> tuple[ErasedCounts, list[str]]:
-        """What a tenant holds outside its sessions: API keys, idempotency records without a
-        session (left by writes whose session never existed). Returns the erased key ids too."""
+    async def erase_tenant_rest(self, tenant_id: str) -> ErasedCounts:
+        """What a tenant holds outside its sessions: idempotency records without a session
+        (left by writes whose session never existed), keys created after the erasure began."""
         counts = ErasedCounts()
         idem = await self._delete_sized(idempotency_keys, idempotency_keys.c.tenant_id == tenant_id)
         counts.add("idempotency_keys", idem.rows, idem.bytes)
         result = await self.db.execute(
             sa.delete(api_keys).where(api_keys.c.tenant_id == tenant_id).returning(api_keys.c.id)
         )
-        key_ids = [r[0] for r in result.all()]
-        counts.add("api_keys", len(key_ids))
-        return counts, key_ids
+        counts.add("api_keys", len(result.all()))
+        return counts
 
     async def tenant_session_ids(
         self, tenant_id: str, *, after: str | None, limit: int
@@ -446,11 +573,21 @@ class RetentionRepository:
         rows = await self.db.execute(stmt.order_by(e.created_at.desc()).limit(limit))
         return [{str(k): v for k, v in r._mapping.items()} for r in rows.all()]
 
-    async def compact_search_index(self) -> None:
-        """SQLite: merge the FTS5 index so deleted entries leave its pages (Postgres drops index
-        entries with the rows)."""
-        if self.sqlite:
-            await self.db.execute(sa.text("INSERT INTO items_fts(items_fts) VALUES ('optimize')"))
+    async def merge_search_index_step(self, *, pages: int) -> bool:
+        """SQLite: merge up to ``pages`` pages of the FTS5 index (its incremental
+        ``merge``), which drops the entries of deleted rows from the pages they were on;
+        True while there is more to merge. An erasure's delete triggers only add delete
+        markers (the text stops matching at once); this, run in small transactions in the
+        background, removes the text itself. Postgres drops index entries with the rows."""
+        if not self.sqlite:
+            return False
+        before = (await self.db.execute(sa.text("SELECT total_changes()"))).scalar_one()
+        await self.db.execute(
+            sa.text("INSERT INTO items_fts(items_fts, rank) VALUES ('merge', :pages)"),
+            {"pages": -pages},
+        )
+        after = (await self.db.execute(sa.text("SELECT total_changes()"))).scalar_one()
+        return int(after) - int(before) >= 2  # FTS5 reports under 2 changes when done
 
     # -- storage -----------------------------------------------------------------------------
 

@@ -13,10 +13,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import SessionExists
+from app.domain.retention import tenant_digest
 from app.domain.sessions import SessionState
 from app.store.raw import DriverConnection, RawQuery
 from app.store.retention import ErasedCounts, RetentionRepository
-from app.store.tables import UTCDateTime
+from app.store.tables import UTCDateTime, tenant_erasures
 from app.store.tables import sessions as t
 
 SESSION_COLUMNS = [
@@ -120,6 +121,13 @@ class SessionRepository:
     def _key(self, tenant_id: str, session_id: str) -> sa.ColumnElement[bool]:
         return sa.and_(t.c.tenant_id == tenant_id, t.c.id == session_id)
 
+    def _clock(self, now: datetime) -> Any:
+        """The time expiry is judged by: the database's own clock on Postgres (one clock for
+        every replica), this process's on SQLite (the embedded database has no other)."""
+        if self.db.dialect.name == "sqlite":
+            return sa.bindparam("clock_now", now, type_=UTCDateTime())
+        return sa.func.current_timestamp()
+
     async def lock(self, tenant_id: str, session_id: str) -> None:
         """Lock the session's row until the transaction ends (the first statement of every
         write: writes to one session are totally ordered by the database, DESIGN §6). A
@@ -138,7 +146,9 @@ class SessionRepository:
 
     async def _insert_new(self, values: dict[str, Any]) -> bool:
         """Insert a session row unless the id is taken; True if inserted. An expired session
-        holding the id (not swept yet) is gone for its clients: it is erased first."""
+        holding the id (not swept yet) is gone for its clients: it is erased first. A tenant
+        whose erasure has begun creates nothing (``TenantErased``)."""
+        await RetentionRepository(self.db).check_tenant_writable(values["tenant_id"])
         stmt = _insert(self.db)(t).values(**values).on_conflict_do_nothing().returning(t.c.id)
         if (await self.db.execute(stmt)).first() is not None:
             return True
@@ -150,7 +160,7 @@ class SessionRepository:
     async def _erase_if_expired(self, tenant_id: str, session_id: str, now: datetime) -> bool:
         expired = await self.db.execute(
             sa.select(t.c.id)
-            .where(self._key(tenant_id, session_id), t.c.expires_at <= now)
+            .where(self._key(tenant_id, session_id), t.c.expires_at <= self._clock(now))
             .with_for_update()
         )
         if expired.first() is None:
@@ -267,8 +277,10 @@ class SessionRepository:
         """
         where = sa.and_(
             self._key(tenant_id, session_id),
-            # an expired session takes no write, swept or not (it answers 404)
-            sa.or_(t.c.expires_at.is_(None), t.c.expires_at > now),
+            # an expired session (or one being erased) takes no write, swept or not: 404
+            sa.or_(t.c.expires_at.is_(None), t.c.expires_at > self._clock(now)),
+            # nor does a session of a tenant being erased
+            ~sa.exists().where(tenant_erasures.c.tenant_digest == tenant_digest(tenant_id)),
         )
         if expected_version is not None:
             where = sa.and_(where, t.c.version == expected_version)
@@ -278,12 +290,12 @@ class SessionRepository:
             values["ttl_seconds"] = own if isinstance(own, int) else None
         sqlite = self.db.dialect.name == "sqlite"
         if not sqlite:
-            # every write renews the expiry: this write's time + the TTL (NULL stays NULL)
+            # every write renews the expiry: the database's time + the TTL (NULL stays NULL)
             ttl: Any = t.c.ttl_seconds
             if "ttl_seconds" in values:
                 ttl = sa.cast(sa.literal(values["ttl_seconds"]), sa.BigInteger)
             values["expires_at"] = (
-                sa.bindparam("renew_now", now, type_=UTCDateTime())
+                sa.func.current_timestamp()
                 + sa.literal_column("INTERVAL '1 second'", type_=sa.Interval()) * ttl
             )
         stmt = (
@@ -296,7 +308,7 @@ class SessionRepository:
                 item_count=t.c.item_count + counters.items,
                 token_count=t.c.token_count + counters.tokens,
                 char_count=t.c.char_count + counters.chars,
-                updated_at=now,
+                updated_at=now if sqlite else sa.func.current_timestamp(),
                 **values,
             )
             .returning(*SESSION_COLUMNS)

@@ -240,3 +240,15 @@ erasures = sa.Table(
 )
 sa.Index("ix_erasures_tenant_id_created_at", erasures.c.tenant_id, erasures.c.created_at)
 sa.Index("ix_erasures_subject_digest", erasures.c.subject_digest)
+
+# A tenant whose erasure has begun (migration 0007): every write of that tenant checks it, so
+# a key still cached on another replica writes nothing. It holds the id only as a digest
+# (app.domain.retention.tenant_digest); the sweep removes it once no replica can still hold a
+# cached key of the tenant (``finished_at`` + the auth cache's lifetime).
+tenant_erasures = sa.Table(
+    "tenant_erasures",
+    metadata,
+    sa.Column("tenant_digest", sa.String(64), primary_key=True),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("finished_at", UTCDateTime, nullable=True),
+)

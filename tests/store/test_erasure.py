@@ -18,11 +18,16 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.errors import SessionNotFound
+from app.domain.retention import RetentionDefaults
 from app.main import create_app
 from app.services import keys as key_service
 from app.services import retention
-from app.services.runtime import Runtime
+from app.services.access import fail_write
+from app.services.runtime import Actor, Runtime, utcnow
 from app.settings import Settings
+from app.store.retention import RetentionRepository
+from app.store.sessions import Counters, SessionRepository
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
 
 BOOTSTRAP = "erasure-bootstrap-key-" + "y" * 24
@@ -311,3 +316,150 @@ def test_the_cli_erases_a_tenant(
         assert json.loads(capsys.readouterr().out)["sessions_expired"] == 0
     finally:
         get_settings.cache_clear()
+
+
+# -- what fences writes off an erasure, and the sweep's decisions under the row lock --------
+# On both backends (the system tests in tests/system/test_erasure_races.py drive the same races
+# through real processes).
+#
+# - Once the sweep's first batch committed, a session takes no write even from a writer that
+#   judged it live: a Postgres transaction that began before the expiry (its clock is the
+#   transaction's start), a SQLite write holding a clock reading from before it.
+# - The sweep applies a changed server TTL only to a session without a TTL of its own, decided
+#   from the row it locked, not from the page it read before.
+# - A write without ``If-Match`` whose session was deleted and created again meanwhile is a 404,
+#   not a 412 about a version nobody asked for.
+# - A delete on SQLite leaves the search index's text to the background merge; after it the
+#   erased text is gone from the index's own pages.
+
+
+async def _session(world: World, auth: dict[str, str], *, items: int, **config: object) -> str:
+    sid = f"fence-{uuid.uuid4().hex[:8]}"
+    r = await world.client.post("/v1/sessions", headers=auth, json={"id": sid, "config": config})
+    assert r.status_code == 201, r.text
+    batch = [{"type": "message", "role": "user", "content": f"turn {n}"} for n in range(items)]
+    r = await world.client.post(f"/v1/sessions/{sid}/items", headers=auth, json={"items": batch})
+    assert r.status_code == 201, r.text
+    return sid
+
+
+async def test_a_writer_that_judged_the_session_live_cannot_write_once_its_erasure_began(
+    world: World,
+) -> None:
+    tenant, auth = await _tenant(world)
+    sid = await _session(world, auth, items=30, ttl_seconds=1)
+    stale_now = utcnow()  # read while the session was live
+    early = None
+    if not world.rt.store.is_sqlite:  # a transaction that began while the session was live
+        early = world.rt.store.write()
+        db = await early.__aenter__()
+        await db.execute(sa.text("SELECT 1"))
+    try:
+        await asyncio.sleep(1.5)
+        async with world.rt.store.write() as sweep:  # the sweep's first batch, committed
+            repo = RetentionRepository(sweep)
+            expired = await repo.lock_expired(now=utcnow(), limit=50)
+            assert (tenant, sid) in expired
+            await repo.mark_erasing(expired)
+            _, complete = await repo.erase_sessions(expired, limit=10)
+            assert not complete
+        if early is None:
+            async with world.rt.store.write() as db:
+                bumped = await SessionRepository(db).bump(
+                    tenant, sid, counters=Counters(), now=stale_now
+                )
+        else:
+            bumped = await SessionRepository(db).bump(
+                tenant, sid, counters=Counters(), now=stale_now
+            )
+        assert bumped is None  # the fence refused it: nothing lands on a half-erased session
+    finally:
+        if early is not None:
+            await early.__aexit__(None, None, None)
+    r = await world.client.get(f"/v1/sessions/{sid}", headers=auth)
+    assert r.status_code == 404
+    report = await retention.run_sweep(world.rt, claim=False)
+    assert report.sessions_expired >= 1
+    async with world.rt.store.read() as db:
+        left = await db.execute(
+            sa.text("SELECT count(*) FROM items WHERE tenant_id = :t AND session_id = :s"),
+            {"t": tenant, "s": sid},
+        )
+        assert left.scalar() == 0
+
+
+async def test_the_sweep_decides_a_default_ttl_from_the_row_it_locked(world: World) -> None:
+    tenant, auth = await _tenant(world)
+    sid = await _session(world, auth, items=1)
+    r = await world.client.patch(
+        f"/v1/sessions/{sid}", headers=auth, json={"config": {"ttl_seconds": 5000}}
+    )
+    assert r.status_code == 200, r.text
+    async with world.rt.store.read() as db:
+        row = await RetentionRepository(db).lock_session(tenant, sid)
+    assert row is not None and row.ttl_seconds == 5000
+    # the page the sweep read before the PATCH: no TTL of its own, the old default's 5000
+    stale = type(row)(row.tenant_id, row.id, {}, 5000, row.updated_at, row.expires_at)
+    defaults = RetentionDefaults(session_ttl_seconds=7000)
+    await retention._review_one(world.rt, stale, defaults, retention.SweepReport())
+    async with world.rt.store.read() as db:
+        state = await SessionRepository(db).get(tenant, sid)
+    assert state is not None and state.ttl_seconds == 5000  # its own TTL stands
+
+
+async def test_a_write_without_if_match_on_a_recreated_session_is_not_found(
+    world: World,
+) -> None:
+    tenant, auth = await _tenant(world)
+    sid = await _session(world, auth, items=1)
+    actor = Actor(tenant_id=tenant)
+    # the fenced update matched nothing (the session was deleted), and by the time the write
+    # explains why, a session by that id exists again
+    async with world.rt.store.write() as db:
+        with pytest.raises(SessionNotFound):
+            await fail_write(db, actor, sid, None)
+
+
+async def test_a_delete_leaves_the_index_merge_to_the_background_and_the_text_goes(
+    world: World,
+) -> None:
+    _, auth = await _tenant(world)
+    word = f"qzx{uuid.uuid4().hex[:12]}zq"  # nothing the porter stemmer would cut
+    sid = f"fence-{uuid.uuid4().hex[:8]}"
+    r = await world.client.post("/v1/sessions", headers=auth, json={"id": sid})
+    assert r.status_code == 201
+    for n in range(12):  # one index segment per transaction
+        content = f"{word} turn {n}" if n == 5 else f"filler turn {n}"
+        r = await world.client.post(
+            f"/v1/sessions/{sid}/items",
+            headers=auth,
+            json={"items": [{"type": "message", "role": "user", "content": content}]},
+        )
+        assert r.status_code == 201
+    tail = word[-10:].encode()  # past any prefix the index shares with a neighbouring term
+
+    async def in_index() -> bool:
+        async with world.rt.store.read() as db:
+            blocks = (await db.execute(sa.text("SELECT block FROM items_fts_data"))).all()
+        return any(b and tail in bytes(b) for (b,) in blocks)
+
+    if world.rt.store.is_sqlite:
+        assert await in_index()
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    engine = world.rt.store.engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        r = await world.client.delete(f"/v1/sessions/{sid}", headers=auth)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    assert r.status_code == 204
+    assert statements and not [s for s in statements if "items_fts(items_fts" in s]
+    steps = await retention.merge_search_index(world.rt)
+    if world.rt.store.is_sqlite:
+        assert steps >= 1 and not await in_index()
+    else:
+        assert steps == 0  # Postgres drops index entries with the rows
