@@ -5,7 +5,9 @@ existing session on Postgres is then ONE statement in autocommit (``store.append
 the session row (allocating the seq range, fencing on ``If-Match``), inserts the items, the
 ``appended`` event and, with an ``Idempotency-Key``, the idempotency record; a retry meets
 that record and gets the first answer back, rebuilt from the retried request (DESIGN §6).
-Otherwise (SQLite, ``?create=true``) it is the general write protocol (``Runtime.run_write``).
+``?create=true`` takes that statement too and falls back to the general path only when the
+session is missing (its first append). Otherwise (SQLite, ``If-Match`` with ``?create=true``)
+it is the general write protocol (``Runtime.run_write``).
 It never reads or rewrites earlier items, so its cost does not grow with the session.
 """
 
@@ -169,13 +171,19 @@ async def append_items(
         items = _stored(measured, recipe.ids, recipe.first_seq, recipe.created_at)
         return encode(AppendResult(items, recipe.version))  # type: ignore[no-any-return]
 
-    if not create and not rt.store.is_sqlite:
-        result, encoded = await _append_one_statement(
+    if not rt.store.is_sqlite and not (create and if_match is not None):
+        # ``?create=true`` (what the SDK sessions send on every call) takes this path too: the
+        # session almost always exists. Only when it is missing does the append go on to the
+        # general path below, which creates it (a create is ordered by the tenant's tombstone
+        # lock and the row's primary key, which one statement cannot take in that order).
+        done = await _append_one_statement(
             rt, actor, session_id, measured, if_match=if_match, idempotency=idempotency,
-            encode=encode, replay=replay,
+            encode=encode, replay=replay, missing_ok=create,
         )  # fmt: skip
-        _appended(rt, actor, session_id, result)
-        return encoded
+        if done is not None:
+            result, encoded = done
+            _appended(rt, actor, session_id, result)
+            return encoded
 
     async def op(db: AsyncConnection, now: datetime) -> AppendResult:
         sessions = SessionRepository(db)
@@ -234,8 +242,10 @@ async def _append_one_statement(
     idempotency: IdempotencyRequest | None,
     encode: Any,
     replay: Any,
-) -> tuple[AppendResult | None, Encoded]:
-    """The append as one autocommit statement; (None, the first answer) for a retry."""
+    missing_ok: bool = False,
+) -> tuple[AppendResult | None, Encoded] | None:
+    """The append as one autocommit statement; (None, the first answer) for a retry. With
+    ``missing_ok`` (``?create=true``), None when the session is missing (nothing written)."""
     count = len(measured)
     for attempt in (1, 2):
         now = utcnow()
@@ -278,6 +288,8 @@ async def _append_one_statement(
                 raise IdempotencyTaken
             continue
         if state is None:
+            if missing_ok:  # missing, expired or being erased: the general path decides
+                return None
             async with rt.store.autocommit() as db:
                 await fail_write(db, actor, session_id, if_match)
             raise AssertionError("unreachable")

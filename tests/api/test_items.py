@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import sqlalchemy as sa
 
 from app.domain.tokens import get_encoding
 from tests.api.helpers import all_items, append, assert_problem, assistant, create, user
@@ -117,6 +118,33 @@ async def test_append_with_create(client: httpx.AsyncClient, sid: str) -> None:
     assert [i["content"] for i in await all_items(client, sid)] == ["a", "b"]
     bad = await client.post("/v1/sessions/no..good%2F/items?create=true", json={"items": [user("a")]})
     assert bad.status_code in (404, 422)
+
+
+async def test_create_true_on_an_existing_session_is_the_one_statement_append(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """What the SDK sessions send on every call costs a plain append once the session exists:
+    on Postgres no transaction (the one autocommit statement), on SQLite its one transaction."""
+    store = client._transport.app.state.runtime.store  # type: ignore[attr-defined]
+    first = await client.post(f"/v1/sessions/{sid}/items?create=true", json={"items": [user("a")]})
+    assert first.status_code == 201
+    begun: list[object] = []
+
+    def began(conn: object) -> None:
+        begun.append(conn)
+
+    sa.event.listen(store.engine.sync_engine, "begin", began)
+    try:
+        for n in range(3):
+            r = await client.post(
+                f"/v1/sessions/{sid}/items?create=true", json={"items": [user(f"b{n}")]}
+            )
+            assert r.status_code == 201 and r.json()["version"] == 2 + n
+    finally:
+        sa.event.remove(store.engine.sync_engine, "begin", began)
+    assert len(begun) == (3 if store.is_sqlite else 0)
+    events = (await client.get(f"/v1/sessions/{sid}/events")).json()["items"]
+    assert [e["type"] for e in events] == ["created", "appended", "appended", "appended", "appended"]
 
 
 async def test_if_match_on_append(client: httpx.AsyncClient, sid: str) -> None:
