@@ -9,6 +9,11 @@ that finds none free while all ``share`` are in use waits for the next one hande
 asyncio future: no pool, no greenlet). The rest of the pool is left to transactions, which
 never wait for a statement connection kept idle: one goes back when they would.
 
+Why not ``psycopg_pool``: with the statement path on an ``AsyncConnectionPool`` of the same
+share, 64-client append throughput fell from 0.52-0.57 of the floor to 0.33-0.39 (more worker
+CPU per request; one client and the agent loop within noise), and a separate pool could not
+give idle connections back to transactions (bench/RESULTS.md, session 13).
+
 Invariants:
 - ``owned`` counts the connections the statement path has out of the pool (in use, idle, or
   being checked out) and never exceeds ``share``; the pool counts them too, so the process
