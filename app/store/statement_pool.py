@@ -9,6 +9,11 @@ that finds none free while all ``share`` are in use waits for the next one hande
 asyncio future: no pool, no greenlet). The rest of the pool is left to transactions, which
 never wait for a statement connection kept idle: one goes back when they would.
 
+Why not ``psycopg_pool``: with the statement path on an ``AsyncConnectionPool`` of the same
+share, 64-client append throughput fell from 0.52-0.57 of the floor to 0.33-0.39 (more worker
+CPU per request; one client and the agent loop within noise), and a separate pool could not
+give idle connections back to transactions (bench/RESULTS.md, session 13).
+
 Invariants:
 - ``owned`` counts the connections the statement path has out of the pool (in use, idle, or
   being checked out) and never exceeds ``share``; the pool counts them too, so the process
@@ -18,7 +23,14 @@ Invariants:
   handed one passes it on, so none is ever lost;
 - a connection unused for ``idle_seconds`` goes back to the pool, and so does one idle
   whenever another checkout finds the pool exhausted (``make_room``); after a lost connection
-  every idle one is invalidated (the server that dropped one may have dropped them all).
+  every idle one is invalidated (the server that dropped one may have dropped them all);
+- accounting is exception-safe: whatever a call leaves its connection in (a transaction, a
+  failed one, closed, interrupted mid-statement) and whatever fails or is cancelled while it
+  is checked in, its slot is freed (or handed on) exactly once, in a ``finally``. Only an
+  open, idle connection is kept or goes back to the pool; any other is invalidated (closed:
+  the pool opens a new one in its place), and one found unfit at checkout is replaced, so a
+  call is never handed a connection known to be broken (tests/store/test_pool.py injects a
+  fault at each step, tests/system/test_statement_pool_faults.py in a live server).
 
 One event loop per process, so no locking.
 """
@@ -39,14 +51,38 @@ _IDLE = pq.TransactionStatus.IDLE
 _SLOT = None  # handed to a waiter: no connection, but room to check one out
 
 
-async def check_in(fairy: Any) -> None:
-    """A statement connection back to the pool, in the mode the pool hands them out."""
+def usable(fairy: Any) -> bool:
+    """Open and idle (no transaction, no statement running): fit to be handed to a call, or
+    back to the pool; any other connection is discarded."""
     if not fairy.is_valid:
-        return  # invalidated: SQLAlchemy has already taken it back
+        return False
     driver = fairy.driver_connection
-    if not driver.closed and driver.autocommit:
-        await driver.set_autocommit(False)  # SQLAlchemy's default isolation
-    await greenlet_spawn(fairy.close)
+    return not driver.closed and driver.info.transaction_status == _IDLE
+
+
+async def discard(fairy: Any) -> None:
+    """Close a connection and take it off the pool's count (the pool opens a new one when it
+    next needs one). It never waits on the network (psycopg closes the socket at once), so
+    no cancellation can stop it halfway."""
+    if fairy.is_valid:
+        await greenlet_spawn(fairy.invalidate)
+
+
+async def check_in(fairy: Any) -> None:
+    """A statement connection back to the pool, in the mode the pool hands them out, or
+    discarded if it is not fit to be (``usable``) or the check-in fails: either way the pool
+    no longer counts it as out, whatever is raised."""
+    if not usable(fairy):
+        await discard(fairy)
+        return
+    try:
+        driver = fairy.driver_connection
+        if driver.autocommit:
+            await driver.set_autocommit(False)  # SQLAlchemy's default isolation
+        await greenlet_spawn(fairy.close)
+    except BaseException:
+        await discard(fairy)
+        raise
 
 
 class StatementConnections:
@@ -67,36 +103,41 @@ class StatementConnections:
         return len(self._idle)
 
     async def acquire(self) -> Any:
-        """A connection (a SQLAlchemy pool fairy) in autocommit."""
-        fairy = await self._take()
-        driver = fairy.driver_connection
-        if not driver.autocommit:
-            try:
-                await driver.set_autocommit(True)
-            except BaseException:
-                await self.release(fairy, lost=False)
-                raise
-        return fairy
+        """A connection (a SQLAlchemy pool fairy) in autocommit, open and idle. One that is
+        not (a kept one closed since, or one the pool hands over in a transaction) is
+        discarded, its slot freed, and the call takes another, once: a second is an error."""
+        for _ in range(2):
+            fairy = await self._take()
+            if usable(fairy):
+                driver = fairy.driver_connection
+                if not driver.autocommit:
+                    try:
+                        await driver.set_autocommit(True)
+                    except BaseException:
+                        await self.release(fairy, lost=False)
+                        raise
+                return fairy
+            await self._drop(fairy)
+        raise sa.exc.InterfaceError(
+            "statement connection", None, _Unusable("two connections in a row were unusable")
+        )
 
     async def release(self, fairy: Any, *, lost: bool) -> None:
-        """Back from a call; ``lost``: the server went away under one of its statements."""
+        """Back from a call; ``lost``: the server went away under one of its statements.
+
+        Whatever happens (a connection left in a transaction, closed, a check-in that fails
+        or is cancelled), the slot is freed or handed on exactly once: a connection that is
+        open and idle is kept (or handed to a waiter), any other is discarded."""
         if lost:
-            await self._drop(fairy, invalidated=True)
-            idle, self._idle = self._idle, []
-            for old, _ in idle:
-                await greenlet_spawn(old.invalidate)
-                self._free_slot()
+            try:
+                await self._drop(fairy)
+            finally:
+                await self._discard_idle()
             return
-        driver = fairy.driver_connection
-        if (
-            self.share == 0
-            or not fairy.is_valid
-            or driver.closed
-            or driver.info.transaction_status != _IDLE
-        ):
-            await self._drop(fairy, invalidated=not fairy.is_valid)
+        if self.share and usable(fairy):
+            self._hand_on(fairy)
             return
-        self._hand_on(fairy)
+        await self._drop(fairy)
 
     async def make_room(self) -> None:
         """Before another checkout from the pool: if the pool has nothing left to hand out,
@@ -116,7 +157,7 @@ class StatementConnections:
             return await self._check_out(counted=False)
         await self._retire_idle()
         if self._idle:
-            return self._idle.pop()[0]
+            return self._idle.pop()[0]  # (``acquire`` replaces it if it was closed since)
         if self.owned < self.share:
             self.owned += 1
             return await self._check_out(counted=True)
@@ -139,12 +180,19 @@ class StatementConnections:
 
     async def _check_out(self, *, counted: bool) -> Any:
         """A connection out of SQLAlchemy's pool; ``counted``: into a slot of ``owned`` that
-        is given up (to a waiter, if any) should the checkout fail."""
+        is given up (to a waiter, if any) should the checkout fail. A driver error (the
+        database refusing connections) is raised as SQLAlchemy's, as ``engine.connect()``
+        raises it, so that the store maps it to a 503."""
+        dbapi_error = self.engine.dialect.loaded_dbapi.Error
         try:
             return await self.engine.raw_connection()
-        except BaseException:
+        except BaseException as exc:
             if counted:
                 self._free_slot()
+            if isinstance(exc, dbapi_error):
+                raise sa.exc.DBAPIError.instance(
+                    None, None, exc, dbapi_error, dialect=self.engine.dialect
+                ) from exc
             raise
 
     def _next_waiter(self) -> asyncio.Future[Any] | None:
@@ -181,11 +229,24 @@ class StatementConnections:
         else:
             waiter.cancel()  # skipped when its turn comes
 
-    async def _drop(self, fairy: Any, *, invalidated: bool) -> None:
-        if not invalidated:
+    async def _drop(self, fairy: Any) -> None:
+        """A connection leaving the statement path (back to the pool, or discarded): its
+        slot is freed even if checking it in fails."""
+        try:
             await check_in(fairy)
-        if self.share:
-            self._free_slot()
+        finally:
+            if self.share:
+                self._free_slot()
+
+    async def _discard_idle(self) -> None:
+        """After a lost connection: every idle one is discarded (the server that dropped one
+        may have dropped them all), each slot freed."""
+        idle, self._idle = self._idle, []
+        for fairy, _ in idle:
+            try:
+                await discard(fairy)
+            finally:
+                self._free_slot()
 
     async def _retire_idle(self) -> None:
         """Idle connections unused for ``idle_seconds`` go back to the pool (oldest first)."""
@@ -194,7 +255,12 @@ class StatementConnections:
             await self._give_back_oldest()
 
     async def _give_back_oldest(self) -> None:
-        """The idle connection freed first back to the pool, out of ``owned``."""
+        """The idle connection freed first back to the pool, out of ``owned`` (its slot goes
+        back to the pool, not to a waiter: there is none while a connection is idle)."""
         fairy, _ = self._idle.pop(0)
         self.owned -= 1
         await check_in(fairy)
+
+
+class _Unusable(Exception):
+    """The pool handed over connections that could not be made ready for a call."""

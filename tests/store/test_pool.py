@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+from contextlib import AsyncExitStack
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from app.domain.errors import DatabaseUnavailable
 from app.settings import Settings
 from app.store.db import Store
-from app.store.raw import RawQuery
+from app.store.raw import DriverConnection, RawQuery
+from tests.support.services import PG_ADMIN_URL
 
 _BACKEND = RawQuery(sa.select(sa.func.pg_backend_pid()))
 
@@ -183,3 +189,230 @@ async def test_a_transaction_never_waits_while_a_statement_connection_sits_idle(
     finally:
         await store.dispose()
     assert pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+# --- faults at every step of checkout and check-in ---------------------------------------
+#
+# Each test breaks a real connection (or the server's side of it) at one step, then checks
+# that the share is whole: nothing is in use, the pool counts exactly the idle ones, and the
+# whole share is usable at once, each call on a connection that works.
+
+
+async def _assert_share_whole(store: Store) -> None:
+    statements = store.statement_connections
+    pool = store.engine.sync_engine.pool
+    assert statements.owned == statements.idle, (statements.owned, statements.idle)
+    assert pool.checkedout() == statements.owned  # type: ignore[attr-defined]
+    async with asyncio.timeout(5), AsyncExitStack() as stack:
+        conns = [
+            await stack.enter_async_context(store.statements()) for _ in range(statements.share)
+        ]
+        pids = {(await _BACKEND.rows(c, {}))[0][0] for c in conns}
+    assert len(pids) == statements.share
+
+
+def _admin(sql: str, *params: object) -> None:
+    import psycopg
+
+    # (connected to the admin database: a database cannot refuse the connection altering it)
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(sql, params)  # type: ignore[arg-type]
+
+
+async def _in_a_transaction(conn: DriverConnection, pg_database: str) -> None:
+    await conn.fairy.driver_connection.execute("BEGIN")
+
+
+async def _in_a_failed_transaction(conn: DriverConnection, pg_database: str) -> None:
+    import psycopg
+
+    driver = conn.fairy.driver_connection
+    await driver.execute("BEGIN")
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await driver.execute("SELECT 1 / 0")
+
+
+async def _closed_by_the_driver(conn: DriverConnection, pg_database: str) -> None:
+    await conn.fairy.driver_connection.close()
+
+
+async def _terminated_by_the_server(conn: DriverConnection, pg_database: str) -> None:
+    pid = (await _BACKEND.rows(conn, {}))[0][0]
+    _admin("SELECT pg_terminate_backend(%s)", pid)
+    with pytest.raises(DatabaseUnavailable):
+        await _BACKEND.rows(conn, {})
+
+
+async def _in_a_transaction_then_an_error(conn: DriverConnection, pg_database: str) -> None:
+    await conn.fairy.driver_connection.execute("BEGIN")
+    raise LookupError("the call fails with its connection in a transaction")
+
+
+_SLEEP = RawQuery(sa.select(sa.func.pg_sleep(10)))
+
+
+async def _cancelled_mid_statement(conn: DriverConnection, pg_database: str) -> None:
+    task = asyncio.create_task(_SLEEP.rows(conn, {}))
+    await asyncio.sleep(0.1)
+    task.cancel()  # psycopg cancels the query on the server and waits for it to end
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _cancelled_twice_mid_statement(conn: DriverConnection, pg_database: str) -> None:
+    task = asyncio.create_task(_SLEEP.rows(conn, {}))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    await asyncio.sleep(0)
+    task.cancel()  # interrupts psycopg's own cancellation: it closes the connection
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        _in_a_transaction,
+        _in_a_failed_transaction,
+        _closed_by_the_driver,
+        _terminated_by_the_server,
+        _in_a_transaction_then_an_error,
+        _cancelled_mid_statement,
+        _cancelled_twice_mid_statement,
+    ],
+    ids=lambda f: f.__name__.strip("_"),
+)
+async def test_a_connection_broken_during_a_call_frees_its_slot_and_is_never_handed_out(
+    pg_database: str, fault: Any
+) -> None:
+    """Check-in: whatever state a call leaves its connection in (in a transaction, failed,
+    closed, dropped by the server, interrupted mid-statement), the slot is freed (handed to
+    the waiting call, here) and the connection goes back to the pool only if it is idle and
+    open; otherwise it is closed and another opened in its place. A call that waited gets a
+    working connection, and twice the share of broken calls loses nothing."""
+    store = Store.from_url(pg_database, pool_size=2, max_overflow=0)
+    statements = store.statement_connections
+    assert statements.share == 1
+    try:
+        for _ in range(2 * statements.share):
+            waiter: asyncio.Task[int] | None = None
+            with contextlib.suppress(LookupError, DatabaseUnavailable):
+                async with store.statements() as conn:
+                    waiter = asyncio.create_task(_pid(store))
+                    await asyncio.sleep(0.05)
+                    assert not waiter.done()  # waits for this call's slot
+                    await fault(conn, pg_database)
+            assert waiter is not None
+            async with asyncio.timeout(5):
+                await waiter  # and got a working connection
+        async with asyncio.timeout(5):
+            async with store.write() as db:  # the pool took back no broken connection
+                assert (await db.execute(sa.text("SELECT 1"))).scalar_one() == 1
+        await _assert_share_whole(store)
+    finally:
+        await store.dispose()
+    assert store.engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def _pid(store: Store) -> int:
+    async with store.statements() as conn:
+        return int((await _BACKEND.rows(conn, {}))[0][0])
+
+
+async def test_a_connection_checked_out_in_a_transaction_is_replaced(pg_database: str) -> None:
+    """Checkout: a connection SQLAlchemy's pool hands over that cannot be put in autocommit
+    (here left in a transaction by a checkout hook) is closed and replaced by a new one: the
+    call gets a working connection and the slot stays counted once."""
+    store = Store.from_url(pg_database, pool_size=2, max_overflow=0)
+    broken: list[int] = []
+
+    @event.listens_for(store.engine.sync_engine, "checkout")
+    def _leave_in_a_transaction(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if not broken:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT pg_backend_pid()")
+            broken.append(cursor.fetchone()[0])
+            cursor.close()
+
+    try:
+        async with asyncio.timeout(5):
+            pid = await _pid(store)
+        assert broken and pid != broken[0]
+        await _assert_share_whole(store)
+    finally:
+        await store.dispose()
+
+
+async def test_a_refused_checkout_frees_its_slot_for_the_next_call(pg_database: str) -> None:
+    """Checkout: the database refusing new connections fails the call with a 503, and the
+    call waiting for its slot gets the slot (and tries, and fails, itself); once connections
+    are allowed again the whole share comes back."""
+    store = Store.from_url(pg_database, pool_size=2, max_overflow=0)
+    dbname = pg_database.rsplit("/", 1)[1]
+    try:
+        _admin(f'ALTER DATABASE "{dbname}" WITH ALLOW_CONNECTIONS false')
+        try:
+            first, second = asyncio.create_task(_pid(store)), asyncio.create_task(_pid(store))
+            for call in (first, second):
+                with pytest.raises(DatabaseUnavailable):
+                    async with asyncio.timeout(5):
+                        await call
+            assert store.statement_connections.owned == 0
+        finally:
+            _admin(f'ALTER DATABASE "{dbname}" WITH ALLOW_CONNECTIONS true')
+        await _assert_share_whole(store)
+    finally:
+        await store.dispose()
+
+
+async def test_a_checkout_cancelled_while_connecting_frees_its_slot() -> None:
+    """Checkout: a call cancelled while its connection is still being opened (a server that
+    accepts the TCP connection and never answers) gives its slot to the call waiting behind
+    it, and that one, cancelled too, leaves nothing counted."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    store = Store.from_url(f"postgresql+psycopg://u@127.0.0.1:{port}/silent", pool_size=2)
+    statements = store.statement_connections
+    try:
+        first = asyncio.create_task(_pid(store))
+        await asyncio.sleep(0.1)
+        second = asyncio.create_task(_pid(store))
+        await asyncio.sleep(0.1)
+        assert statements.owned == 1 and not first.done() and not second.done()
+        first.cancel()
+        await asyncio.sleep(0.1)  # the slot went to the second call, now connecting itself
+        assert statements.owned == 1 and not second.done()
+        second.cancel()
+        for call in (first, second):
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        assert statements.owned == 0
+    finally:
+        await store.dispose()
+        listener.close()
+
+
+async def test_kept_connections_dropped_by_the_server_are_replaced(pg_database: str) -> None:
+    """Checkout of a kept connection: the server dropped them all while idle (a restart).
+    The next call fails with a 503 (no ping before use) and every other kept one is
+    discarded with it: the calls after get new connections, and the share is whole."""
+    store = Store.from_url(pg_database, pool_size=4, max_overflow=0)
+    statements = store.statement_connections
+    dbname = pg_database.rsplit("/", 1)[1]
+    try:
+        await _assert_share_whole(store)
+        assert statements.idle == 3
+        _admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            dbname,
+        )
+        with pytest.raises(DatabaseUnavailable):
+            await _pid(store)
+        assert statements.owned == statements.idle == 0
+        await _assert_share_whole(store)
+    finally:
+        await store.dispose()

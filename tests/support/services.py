@@ -97,6 +97,8 @@ class ServerProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    # the command's module: app.cli, or a test entry point around it (tests/support/faulty_serve)
+    module: str = "app.cli"
 
     @property
     def url(self) -> str:
@@ -106,7 +108,7 @@ class ServerProcess:
         env = {**os.environ, **self.env}
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", self.module, "serve", "--port", str(self.port),
              "--workers", str(workers)],
             env=env,
             cwd=str(ROOT),
