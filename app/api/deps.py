@@ -26,6 +26,10 @@ IF_MATCH_PATTERN = r'^(\*|(W/)?"?[0-9]{1,18}"?)$'
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 _ETAG_RE = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
 _IDEMPOTENCY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
+# Escaped in a decoded path parameter put in an idempotency scope: ``%`` (so an id holding
+# ``%3F`` is not the id holding ``?``), and what ``request.url.path`` escapes too (so a scope
+# of an id without ``%`` is the one the URL path gave before).
+_SCOPE_ESCAPES = str.maketrans({"%": "%25", "?": "%3F", "#": "%23", "\\": "%5C"})
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -195,9 +199,22 @@ def idempotency_of(
     return IdempotencyRequest(
         key=idempotency_key,
         method=request.method,
-        path=request.url.path,
+        path=idempotency_path(request),
         request_hash=IdempotencyRequest.hash_request(body, request.url.query),
     )
+
+
+def idempotency_path(request: Request) -> str:
+    """The route a request's idempotency record is scoped to: the route's template with its
+    decoded path parameters put in, escaped (``_SCOPE_ESCAPES``). Two session ids never share
+    a scope: the URL's path did not tell ``q?1`` (``/v1/sessions/q%3F1``) from ``q%3F1``."""
+    template = getattr(request.scope.get("route"), "path_format", None)
+    if not isinstance(template, str):  # not routed (never for a write): the decoded path
+        return str(request.scope["path"]).translate(_SCOPE_ESCAPES)
+    params = {
+        name: str(value).translate(_SCOPE_ESCAPES) for name, value in request.path_params.items()
+    }
+    return template.format(**params)
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -144,15 +144,24 @@ class Runtime:
         encode: Callable[[R], Encoded],
         idempotency: IdempotencyRequest | None = None,
         replay: Callable[[StoredResponse], Encoded] | None = None,
+        creates: str | None = None,
     ) -> tuple[R | None, Encoded]:
         """Run ``op`` in the session's write order; returns its result (None on a replay).
 
         ``replay`` rebuilds the answer of a record the one-statement append stored (kind
-        ``append``); other records hold their body."""
+        ``append``); other records hold their body. ``creates``: the other session the write
+        creates (a fork), to which its idempotency record then belongs (DESIGN §6: it dies
+        with the session it created)."""
         for attempt in (1, 2):
             try:
                 return await self._write_once(
-                    actor, session_id, op=op, encode=encode, idempotency=idempotency, replay=replay
+                    actor,
+                    session_id,
+                    op=op,
+                    encode=encode,
+                    idempotency=idempotency,
+                    replay=replay,
+                    creates=creates,
                 )
             except IdempotencyTaken:
                 # A twin request with the same key committed first: start again, and the
@@ -170,6 +179,7 @@ class Runtime:
         encode: Callable[[R], Encoded],
         idempotency: IdempotencyRequest | None,
         replay: Callable[[StoredResponse], Encoded] | None,
+        creates: str | None,
     ) -> tuple[R | None, Encoded]:
         async with self.store.write() as db:
             await SessionRepository(db).lock(actor.tenant_id, session_id)
@@ -178,7 +188,10 @@ class Runtime:
             if idempotency is not None:
                 repo, scope = IdempotencyRepository(db), idempotency.scope(actor)
                 stored = await repo.get(scope)
-                if stored and stored.expires_at and stored.expires_at <= now:
+                if stored and (
+                    (stored.expires_at and stored.expires_at <= now)
+                    or (creates is not None and await _outlived(db, actor, session_id, stored))
+                ):
                     await repo.delete(scope)
                     stored = None
                 if stored:
@@ -195,7 +208,7 @@ class Runtime:
             if repo is not None and scope is not None and idempotency is not None:
                 await repo.put(
                     scope,
-                    session_id=session_id,
+                    session_id=creates or session_id,
                     stored=StoredResponse(
                         idempotency.request_hash, encoded.status_code, encoded.body
                     ),
@@ -225,6 +238,19 @@ class Runtime:
         else:
             encoded = Encoded(stored.status_code, stored.response)
         return Encoded(encoded.status_code, encoded.body, encoded.version, replayed=True)
+
+
+async def _outlived(
+    db: AsyncConnection, actor: Actor, session_id: str, stored: StoredResponse
+) -> bool:
+    """Whether the record of a write that created another session (a fork's, found under
+    its origin's route, belonging to the fork) outlived ``session_id``, the one it wrote
+    to: that one was deleted, or deleted and created again since. (A record belonging to
+    the session it wrote to is deleted with it.)"""
+    if stored.session_id is None or stored.session_id == session_id:
+        return False
+    origin = await SessionRepository(db).get(actor.tenant_id, session_id)
+    return origin is None or stored.created_at is None or origin.created_at > stored.created_at
 
 
 def event(

@@ -492,6 +492,6 @@ async def fork_session(
         return forked
 
     _, encoded = await rt.run_write(
-        actor, session_id, op=op, encode=encode, idempotency=idempotency
+        actor, session_id, op=op, encode=encode, idempotency=idempotency, creates=new_id
     )
     return encoded

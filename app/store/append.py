@@ -70,9 +70,9 @@ WITH s AS (
     SELECT s.tenant_id, s.id, s.last_seq - CAST(:n AS BIGINT) + r.ord, r.item_id, r.type,
            r.role, r.call_id, r.body, r.format, r.tokens, r.chars, r.pinned, r.metadata, false,
            :now, r.search_text
-    FROM s, jsonb_to_recordset(CAST(:rows AS JSONB)) AS r(
+    FROM s, json_to_recordset(CAST(:rows AS JSON)) AS r(
         ord BIGINT, item_id TEXT, type TEXT, role TEXT, call_id TEXT, body TEXT, format TEXT,
-        tokens INTEGER, chars INTEGER, pinned BOOLEAN, metadata JSONB, search_text TEXT)
+        tokens INTEGER, chars INTEGER, pinned BOOLEAN, metadata JSON, search_text TEXT)
 ), new_event AS (
     INSERT INTO events (tenant_id, session_id, seq, type, version, request_id, actor, data,
                         created_at)

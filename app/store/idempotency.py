@@ -1,8 +1,9 @@
 """IdempotencyRepository: stored responses of POSTs sent with an ``Idempotency-Key``.
 
-A record is found by its ``IdempotencyScope``: tenant, API key id, method, path and key, so
-another key of the tenant never gets its answers; it names the session it acted on and is
-deleted with it (``delete_for_session``).
+A record is found by its ``IdempotencyScope``: tenant, API key id, method, route (with the
+decoded session id: ``app.api.deps.idempotency_path``) and key, so another key of the tenant
+never gets its answers; it names the session it belongs to (the one the write created, else
+the one it wrote to) and is deleted with it (``delete_for_session``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class StoredResponse:
     response: str
     kind: str = "response"
     expires_at: datetime | None = None
+    session_id: str | None = None  # the session the record belongs to
+    created_at: datetime | None = None
 
 
 class IdempotencyTaken(Exception):
@@ -66,7 +69,13 @@ class IdempotencyRepository:
     async def get(self, scope: IdempotencyScope) -> StoredResponse | None:
         """The stored response, expired or not (the caller decides what expiry means)."""
         stmt = sa.select(
-            t.c.request_hash, t.c.status_code, t.c.response, t.c.kind, t.c.expires_at
+            t.c.request_hash,
+            t.c.status_code,
+            t.c.response,
+            t.c.kind,
+            t.c.expires_at,
+            t.c.session_id,
+            t.c.created_at,
         ).where(self._key(scope))
         row = (await self.db.execute(stmt)).first()
         return StoredResponse(**row._mapping) if row else None

@@ -24,6 +24,10 @@ NAMING_CONVENTION = {
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+# What a client sent (metadata, config): Postgres ``json`` keeps the text it is given, where
+# JSONB rewrites numbers (1.5e308 as a 309-digit integer, -0.0 as 0) and reorders keys
+# (migration 0007). No query may compare these columns: ``json`` has no equality.
+ClientJSON = sa.JSON().with_variant(postgresql.JSON(), "postgresql")
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -62,8 +66,8 @@ sessions = sa.Table(
     sa.Column("id", SID, primary_key=True),
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("summary", sa.Text, nullable=True),
-    sa.Column("metadata", JSONType, nullable=False),
-    sa.Column("config", JSONType, nullable=False),
+    sa.Column("metadata", ClientJSON, nullable=False),
+    sa.Column("config", ClientJSON, nullable=False),
     sa.Column("item_count", sa.Integer, nullable=False, server_default="0"),
     sa.Column("token_count", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("char_count", sa.BigInteger, nullable=False, server_default="0"),
@@ -107,7 +111,7 @@ items = sa.Table(
     sa.Column("tokens", sa.Integer, nullable=False),
     sa.Column("chars", sa.Integer, nullable=False),
     sa.Column("pinned", sa.Boolean, nullable=False, server_default=sa.false()),
-    sa.Column("metadata", JSONType, nullable=False),
+    sa.Column("metadata", ClientJSON, nullable=False),
     sa.Column("archived", sa.Boolean, nullable=False, server_default=sa.false()),
     # why it left working memory: compacted | cleared | restored | popped
     sa.Column("archived_reason", sa.String(16), nullable=True),
