@@ -117,7 +117,7 @@ class Store:
         """Put just-committed items in the item cache, as a context read would after loading
         them (only once committed: a rolled-back append's seqs are handed out again). Items
         with metadata are left to be loaded: the cache must hold exactly what a load gives,
-        which for metadata was JSONB's rewrite of it before migration 0007."""
+        which for metadata was JSONB's rewrite of it before migration 0008."""
         if self.item_cache is None:
             return
         for item in items:

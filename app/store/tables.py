@@ -26,7 +26,7 @@ metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 # What a client sent (metadata, config): Postgres ``json`` keeps the text it is given, where
 # JSONB rewrites numbers (1.5e308 as a 309-digit integer, -0.0 as 0) and reorders keys
-# (migration 0007). No query may compare these columns: ``json`` has no equality.
+# (migration 0008). No query may compare these columns: ``json`` has no equality.
 ClientJSON = sa.JSON().with_variant(postgresql.JSON(), "postgresql")
 
 

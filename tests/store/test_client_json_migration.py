@@ -1,4 +1,4 @@
-"""Migration 0007 keeps the metadata and config stored before it, and from then on Postgres
+"""Migration 0008 keeps the metadata and config stored before it, and from then on Postgres
 keeps what a client sends as sent (``json``, not JSONB)."""
 
 from __future__ import annotations
@@ -20,24 +20,24 @@ from tests.support.services import create_pg_database, drop_pg_database
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_at_0006(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database at revision 0006 (Postgres: migrated to head, then downgraded through 0007)."""
+def database_at_0007(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database at revision 0007 (Postgres: migrated to head, then downgraded through 0008)."""
     if request.param == "sqlite":
         url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
-        upgrade(url, "0006")
+        upgrade(url, "0007")
         yield url
         return
     url, name = create_pg_database()
-    command.downgrade(alembic_config(url), "0006")
+    command.downgrade(alembic_config(url), "0007")
     yield url
     drop_pg_database(name)
 
 
-async def test_rows_stored_before_0007_read_back_and_new_ones_keep_their_numbers(
-    database_at_0006: str,
+async def test_rows_stored_before_0008_read_back_and_new_ones_keep_their_numbers(
+    database_at_0007: str,
 ) -> None:
     now = datetime.now(UTC)
-    engine = sa.create_engine(sync_url(database_at_0006))
+    engine = sa.create_engine(sync_url(database_at_0007))
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -65,9 +65,9 @@ async def test_rows_stored_before_0007_read_back_and_new_ones_keep_their_numbers
         )
     engine.dispose()
 
-    upgrade(database_at_0006)
-    if database_at_0006.startswith("postgresql"):
-        engine = sa.create_engine(sync_url(database_at_0006))
+    upgrade(database_at_0007)
+    if database_at_0007.startswith("postgresql"):
+        engine = sa.create_engine(sync_url(database_at_0007))
         with engine.connect() as conn:
             types = dict(
                 conn.execute(
@@ -85,7 +85,7 @@ async def test_rows_stored_before_0007_read_back_and_new_ones_keep_their_numbers
             "items.metadata": "json",
         }
 
-    store = Store.from_url(database_at_0006)
+    store = Store.from_url(database_at_0007)
     try:
         async with store.read() as db:
             session = await SessionRepository(db).get("default", "old")

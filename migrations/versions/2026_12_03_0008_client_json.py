@@ -8,17 +8,17 @@ wrote it, on both backends. No query uses a JSONB operator on these columns (``-
 the default-TTL check uses on ``config``, exists for ``json`` too), and no index covers them.
 Rows stored before keep the values JSONB made of them. SQLite keeps JSON as text already.
 
-Revision ID: 0007
-Revises: 0006
-Create Date: 2026-12-02
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-03
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
