@@ -17,6 +17,8 @@ times). Scenarios:
 - append, single client: ``POST /v1/sessions/{id}/items`` (one small message) against
   ``POST /insert/{id}``, p50 / p99;
 - append throughput, 64 concurrent clients over 100 sessions, requests per second;
+- both append scenarios once more with ``?create=true`` on the same (existing) sessions, what
+  the SDK sessions send on every call, against the plain appends;
 - both append scenarios once more against the floor running the service's append statement
   (the same sessions): how much of the gap to the floor the design's one statement takes
   (more rows, the fenced update, the search index) and how much the service adds around it;
@@ -541,6 +543,14 @@ def main() -> None:
                     body,
                     {"Content-Type": "application/json"},
                 ),
+                Scenario(  # what the SDK sessions send: ?create=true on sessions that exist
+                    "svc_create_append_1",
+                    server.url,
+                    "POST",
+                    [f"/v1/sessions/{s}/items?create=true" for s in append_ids],
+                    body,
+                    auth,
+                ),
             ),
             "append_64": (
                 Scenario(
@@ -568,6 +578,15 @@ def main() -> None:
                     [f"/append/{tenant}/{s}" for s in append_ids],
                     body,
                     {"Content-Type": "application/json"},
+                    CONCURRENCY,
+                ),
+                Scenario(
+                    "svc_create_append_64",
+                    server.url,
+                    "POST",
+                    [f"/v1/sessions/{s}/items?create=true" for s in append_ids],
+                    body,
+                    auth,
                     CONCURRENCY,
                 ),
             ),
@@ -619,7 +638,7 @@ def main() -> None:
                 svc, flo = group[0], group[1]
                 order = group if run % 2 == 0 else group[::-1]
                 for s in order:
-                    pids = svc_workers if s is svc else floor_workers
+                    pids = svc_workers if s.base_url == server.url else floor_workers
                     database = postgres_pids()
                     cpu_before, db_before = cpu_seconds(pids), cpu_seconds(database)
                     with RssSampler(pids) as sampler:
@@ -836,6 +855,9 @@ def main() -> None:
     )
     lines.append("")
     lines += statement_table(m)
+    create_lines, create_verdicts = create_table(m, spread)
+    lines += create_lines
+    verdicts += create_verdicts
     section = "\n".join(lines) + "\n"
     print()
     print(section)
@@ -878,6 +900,39 @@ def statement_table(m: Callable[[str, str], float]) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+def create_table(
+    m: Callable[[str, str], float], spread: Callable[[str, str, str], list[float]]
+) -> tuple[list[str], list[bool]]:
+    """``?create=true`` appends to sessions that exist (what the SDK sessions send on every
+    call) against plain appends of the same server, same sessions (issue 36's targets)."""
+    measures = [
+        ("p50, 1 client (ms)", "1", "p50_ms", "<= 1.1", 1.1, "le"),
+        (f"throughput, {CONCURRENCY} clients (req/s)", "64", "rps", ">= 0.9", 0.9, "ge"),
+        (f"p99, {CONCURRENCY} clients (ms)", "64", "p99_ms", "", None, ""),
+    ]
+    lines = [
+        "Appends with `?create=true` to sessions that exist, against plain appends:",
+        "",
+        "| measure | create=true | plain | ratio | runs | target | met |",
+        "|---|---:|---:|---:|---:|---:|:---:|",
+    ]
+    verdicts = []
+    for label, clients, attr, target_text, target, kind in measures:
+        create, plain = m(f"svc_create_append_{clients}", attr), m(f"svc_append_{clients}", attr)
+        ratio = create / plain if plain else float("nan")
+        runs = spread(f"svc_create_append_{clients}", f"svc_append_{clients}", attr)
+        met = ""
+        if target is not None:
+            met = verdict(ratio, runs, target, kind)
+            verdicts.append(met == "yes")
+        lines.append(
+            f"| {label} | {create:.2f} | {plain:.2f} | {ratio:.2f} | "
+            f"{min(runs):.2f} to {max(runs):.2f} | {target_text} | {met} |"
+        )
+    lines.append("")
+    return lines, verdicts
 
 
 def verdict(ratio: float, runs: list[float], target: float, kind: str) -> str:
