@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from app.api.auth import AuthMiddleware, declare_security
 from app.api.body_guard import JsonGuardMiddleware
+from app.api.host_guard import HostAllowList, LoopbackHostGuard
 from app.api.hot_route import serve_hot_routes_first
 from app.api.observability import EdgeMiddleware, instrument
 from app.api.openapi_examples import declare_examples
@@ -134,6 +135,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(whoami.router)
     app.include_router(ui.router)
     app.add_middleware(JsonGuardMiddleware, max_depth=settings.limits.max_json_depth)
+    if not app.state.auth_required:
+        # DNS rebinding: without keys, only a loopback (or listed) Host, on every route; inside
+        # AuthMiddleware, whose refusal of a request received off loopback says more.
+        app.add_middleware(LoopbackHostGuard, allowed=HostAllowList(settings.allowed_hosts))
     app.add_middleware(
         AuthMiddleware,
         enabled=app.state.auth_required,

@@ -164,7 +164,7 @@ async def roomy_pg_client(request: pytest.FixtureRequest) -> AsyncIterator[httpx
     app = create_app(make_settings("postgres", request))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 

@@ -52,7 +52,7 @@ async def auth_world(backend: str, request: pytest.FixtureRequest) -> AsyncItera
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield AuthWorld(app, client, app.state.runtime.store, backend)
 
 

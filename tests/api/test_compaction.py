@@ -64,7 +64,7 @@ async def llm_app(llm_settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
     app = create_app(llm_settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield app, client
 
 

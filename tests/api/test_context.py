@@ -468,7 +468,7 @@ async def serving(settings: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]
 
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
             yield app.state.runtime, c
 
 

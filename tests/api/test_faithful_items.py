@@ -41,7 +41,7 @@ async def agent_client(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://test", timeout=60
+            transport=transport, base_url="http://localhost", timeout=60
         ) as client:
             yield client
 

@@ -39,7 +39,7 @@ async def default_client(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://test", timeout=120
+            transport=transport, base_url="http://localhost", timeout=120
         ) as client:
             yield client
 

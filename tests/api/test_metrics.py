@@ -134,7 +134,7 @@ async def test_hooks_for_projection_and_compaction(settings: Settings) -> None:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             before = await scrape(client)
             rt = app.state.runtime
             rt.notify("context_projected", 3000)
@@ -178,7 +178,7 @@ async def test_compaction_lock_waits_are_measured(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             rt = app.state.runtime
             await create(client, sid)
             turns = [user("fix the bug"), assistant("reading"), user("and now?"), assistant("ok")]
@@ -233,7 +233,7 @@ async def test_a_write_that_gives_up_on_a_busy_row_is_a_measured_503(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             await create(client, sid)
             before = await scrape(client)
             async with hold_session_row(settings.database_url, sid, seconds=1.5):

@@ -98,7 +98,7 @@ async def world(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Async
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
                 yield World(client, app.state.runtime)
     finally:
         if name is not None:

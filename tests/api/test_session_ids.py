@@ -251,7 +251,7 @@ async def key_world(backend: str, request: pytest.FixtureRequest) -> AsyncIterat
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield KeyWorld(client, app.state.runtime.store)
 
 

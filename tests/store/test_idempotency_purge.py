@@ -26,7 +26,7 @@ async def test_purge_removes_only_expired_keys(
     async with app.router.lifespan_context(app):
         rt = app.state.runtime
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for n in range(5):
                 r = await client.post(
                     "/v1/sessions", json={"id": f"{sid}-{n}"}, headers={"Idempotency-Key": f"{sid}-k{n}"}
