@@ -205,9 +205,16 @@ def _declare_problem_schema(app: FastAPI) -> None:
         if "JsonValue" in components:
             components["JsonValue"] = JSON_VALUE_SCHEMA
         problem_ref = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
-        for methods in schema.get("paths", {}).values():
+        for path, methods in schema.get("paths", {}).items():
             for operation in methods.values():
-                responses = operation.get("responses", {})
+                responses = operation.setdefault("responses", {})
+                if path.startswith("/v1/") and "503" not in responses:
+                    # Every /v1 request may read the database (its key, at least): a dropped
+                    # connection is a 503 database-unavailable with Retry-After.
+                    responses["503"] = {
+                        "description": "Database unavailable (see Retry-After)",
+                        "content": dict(problem_ref),
+                    }
                 for status, response in responses.items():
                     refs = str(response.get("content", ""))
                     if status[0] in "45" and ("Readiness" not in refs):
