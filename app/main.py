@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from app.api.auth import AuthMiddleware, declare_security
 from app.api.body_guard import JsonGuardMiddleware
+from app.api.host_guard import HostAllowList, LoopbackHostGuard
 from app.api.hot_route import serve_hot_routes_first
 from app.api.observability import EdgeMiddleware, instrument
 from app.api.openapi_examples import declare_examples
@@ -134,6 +135,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(whoami.router)
     app.include_router(ui.router)
     app.add_middleware(JsonGuardMiddleware, max_depth=settings.limits.max_json_depth)
+    if not app.state.auth_required:
+        # DNS rebinding: without keys, only a loopback (or listed) Host, on every route; inside
+        # AuthMiddleware, whose refusal of a request received off loopback says more.
+        app.add_middleware(LoopbackHostGuard, allowed=HostAllowList(settings.allowed_hosts))
     app.add_middleware(
         AuthMiddleware,
         enabled=app.state.auth_required,
@@ -200,9 +205,16 @@ def _declare_problem_schema(app: FastAPI) -> None:
         if "JsonValue" in components:
             components["JsonValue"] = JSON_VALUE_SCHEMA
         problem_ref = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
-        for methods in schema.get("paths", {}).values():
+        for path, methods in schema.get("paths", {}).items():
             for operation in methods.values():
-                responses = operation.get("responses", {})
+                responses = operation.setdefault("responses", {})
+                if path.startswith("/v1/") and "503" not in responses:
+                    # Every /v1 request may read the database (its key, at least): a dropped
+                    # connection is a 503 database-unavailable with Retry-After.
+                    responses["503"] = {
+                        "description": "Database unavailable (see Retry-After)",
+                        "content": dict(problem_ref),
+                    }
                 for status, response in responses.items():
                     refs = str(response.get("content", ""))
                     if status[0] in "45" and ("Readiness" not in refs):

@@ -6,11 +6,12 @@ groups with ``__`` for the rest (``LIMITS__MAX_ITEMS_PER_APPEND=500``, ``LLM__BA
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./data/session-memory.db"
 
@@ -146,6 +147,12 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, description="unset: in-process lock (single process)")
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    # NoDecode: the value is parsed by _host_list (comma-separated, or a JSON list), not as JSON.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="with auth off, host names a request may use besides localhost, 127.0.0.1 "
+        "and [::1] (`name`: any port, `name:port`: that port); others get 421",
+    )
     auto_migrate: bool = Field(True, description="`serve` runs migrations first")
     # Overflow connections are closed whenever they come back to a full pool, so under load
     # above the pool size they are opened and closed all the time (a Postgres backend start
@@ -181,6 +188,29 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            parsed: object = None
+            if text.startswith("["):  # a JSON list (or a bracketed IPv6 host: not JSON)
+                try:
+                    parsed = json.loads(text)
+                except ValueError:
+                    parsed = None
+            value = parsed if isinstance(parsed, list) else text.split(",")
+        if isinstance(value, list):
+            hosts = [str(h).strip().lower() for h in value if str(h).strip()]
+            for host in hosts:
+                if any(c in host for c in " /\\@?#*") or host.startswith((":", ".")):
+                    raise ValueError(
+                        f"ALLOWED_HOSTS: {host!r} is not a host name (write `name` or "
+                        "`name:port`, comma-separated or as a JSON list)"
+                    )
+            return hosts
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -13,6 +13,7 @@ import pytest
 from app.main import create_app
 from app.settings import Settings
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
+from tests.support.spec_check import ASYNC_HOOKS
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -67,7 +68,7 @@ async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield client
 
 

@@ -120,3 +120,72 @@ def test_only_the_factory_form_ignores_a_loopback_host(monkeypatch: pytest.Monke
         assert create_app().state.auth_required is True
     finally:
         get_settings.cache_clear()
+
+
+# -- DNS rebinding (issue 31, item 14) -----------------------------------------------------------
+
+
+def test_with_auth_off_a_foreign_host_name_is_refused_on_every_route(sqlite_url: str) -> None:
+    """A page on attacker.example whose name was re-pointed at 127.0.0.1 sends
+    ``Host: attacker.example``: a key-less server must not answer it, on any route."""
+    env = {**default_env(sqlite_url), "ALLOWED_HOSTS": "memory.internal, pinned.internal:1"}
+    with running_server(env) as server:
+        port = server.url.rsplit(":", 1)[1]
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            for method, path in (
+                ("GET", "/v1/sessions"),
+                ("POST", "/v1/sessions"),
+                ("DELETE", "/v1/sessions/victim"),
+                ("GET", "/ui/"),
+                ("GET", "/docs"),
+                ("GET", "/healthz"),
+                ("GET", "/openapi.json"),
+                ("POST", "/mcp"),
+            ):
+                for host in ("attacker.example", f"attacker.example:{port}", "pinned.internal"):
+                    r = c.request(method, path, headers={"Host": host}, json={"id": "victim"})
+                    body = assert_problem(r, 421, "misdirected-request")
+                    assert "ALLOWED_HOSTS" in body["detail"], body
+            r = c.post("/v1/sessions", json={"id": "rebound"}, headers={"Origin": "http://attacker.example"})
+            assert_problem(r, 403, "origin-not-allowed")
+            for host in (f"localhost:{port}", "localhost", f"127.0.0.1:{port}", f"[::1]:{port}",
+                         "LOCALHOST", "memory.internal", f"memory.internal:{port}",
+                         "pinned.internal:1"):
+                r = c.get("/v1/sessions", headers={"Host": host})
+                assert r.status_code == 200, (host, r.text)
+                assert c.get("/healthz", headers={"Host": host}).status_code == 200
+                assert c.get("/ui/", headers={"Host": host}).status_code == 200
+            r = c.post(
+                "/v1/sessions",
+                json={"id": "local"},
+                headers={"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"},
+            )
+            assert r.status_code == 201, r.text
+            # nothing the refused requests asked for happened
+            assert c.get("/v1/sessions/victim").status_code == 404
+            assert c.get("/v1/sessions/rebound").status_code == 404
+
+
+async def test_with_auth_on_any_host_name_is_served(sqlite_url: str) -> None:
+    """Behind a proxy the Host is the public name: with keys, the key is the guard."""
+    settings = Settings(database_url=sqlite_url, redis_url=None, auth={"mode": "on"})  # type: ignore[arg-type]
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://memory.example.com") as c:
+            assert (await c.get("/healthz")).status_code == 200
+            assert_problem(await c.get("/v1/sessions"), 401, "api-key-required")
+
+
+def test_allowed_hosts_reads_a_comma_separated_or_json_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, expected in (
+        ("a.example, B.example:8080,", ["a.example", "b.example:8080"]),
+        ('["a.example", "[::1]:9"]', ["a.example", "[::1]:9"]),
+        ("[fe80::1]:80", ["[fe80::1]:80"]),
+        ("", []),
+    ):
+        monkeypatch.setenv("ALLOWED_HOSTS", value)
+        assert Settings().allowed_hosts == expected, value
+    monkeypatch.setenv("ALLOWED_HOSTS", "http://a.example")
+    with pytest.raises(ValueError, match="ALLOWED_HOSTS"):
+        Settings()

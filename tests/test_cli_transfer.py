@@ -14,6 +14,7 @@ import pytest
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import ROOT
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 def cli(*args: str, database_url: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -28,7 +29,7 @@ def cli(*args: str, database_url: str, stdin: str | None = None) -> subprocess.C
 async def items_of(database_url: str, session_id: str) -> tuple[dict, list[dict]]:
     app = create_app(Settings(database_url=database_url))
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             session = (await client.get(f"/v1/sessions/{session_id}")).json()
             items = (await client.get(f"/v1/sessions/{session_id}/items", params={"limit": 1000})).json()["items"]
             return session, items
@@ -39,7 +40,7 @@ async def test_export_then_import_into_postgres(tmp_path: Path, pg_database: str
     assert cli("migrate", database_url=source).returncode == 0
     app = create_app(Settings(database_url=source))
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             await client.post("/v1/sessions", json={"id": sid, "summary": "## Goal\nship it"})
             r = await client.post(f"/v1/sessions/{sid}/items", json={"items": [
                 {"type": "message", "role": "user", "content": "Read a.py", "id": "u1", "metadata": {"n": 10**30}},

@@ -175,7 +175,8 @@ class AuthMiddleware:
 
 
 def declare_security(app: FastAPI) -> None:
-    """Every /v1 operation needs a bearer key and may answer 401 and 403, in the spec too."""
+    """Every /v1 operation needs a bearer key and may answer 401 and 403, in the spec too; and
+    every operation may answer 421 (and 403 for a foreign ``Origin``) with auth off."""
     original = app.openapi
     done: list[dict[str, Any]] = []
 
@@ -194,17 +195,29 @@ def declare_security(app: FastAPI) -> None:
         for path, methods in schema.get("paths", {}).items():
             for operation in methods.values():
                 _parameters_are_never_null(operation)
-            if not protected(path):
-                continue
-            for operation in methods.values():
-                operation["security"] = [{SECURITY_SCHEME: []}]
                 responses = operation.setdefault("responses", {})
+                if protected(path):
+                    operation["security"] = [{SECURITY_SCHEME: []}]
+                    responses.setdefault(
+                        "401",
+                        {"description": "Missing, unknown or revoked API key", "content": problem},
+                    )
+                    responses.setdefault(
+                        "403", {"description": "The key lacks the scope", "content": problem}
+                    )
+                else:
+                    responses.setdefault(
+                        "403",
+                        {"description": "Auth off: the Origin is another site's", "content": problem},
+                    )
+                # app.api.host_guard, on every route of a server without authentication
                 responses.setdefault(
-                    "401",
-                    {"description": "Missing, unknown or revoked API key", "content": problem},
-                )
-                responses.setdefault(
-                    "403", {"description": "The key lacks the scope", "content": problem}
+                    "421",
+                    {
+                        "description": "Auth off: the Host is not a loopback name or in "
+                        "ALLOWED_HOSTS (DNS rebinding)",
+                        "content": problem,
+                    },
                 )
                 operation["responses"] = dict(
                     sorted(responses.items(), key=lambda kv: (kv[0] != "default", kv[0]))

@@ -48,10 +48,13 @@ def items_dicts(items: list[StoredItem]) -> list[dict[str, Any]]:
 
 
 def rendered_page(format: FormatName, items: Sequence[StoredItem]) -> dict[str, Any]:
-    """``items`` (a page of working memory) in a provider format, with notes on what it left
-    out: ``{"items": [...], "notes": [...]}`` (and ``system`` in anthropic, when any)."""
+    """``items`` (a page of working memory) in a format (canonical included), with notes on
+    what it left out: ``{"items": [...], "notes": [...]}`` (and ``system`` in anthropic, when any)."""
     payload = render_listing(format, items)
-    out: dict[str, Any] = {"items": payload.get("input", payload.get("messages"))}
+    # Each format names its list after its own API: canonical ``items``, Responses ``input``,
+    # Chat and Anthropic ``messages``.
+    listed = next(payload[key] for key in ("items", "input", "messages") if key in payload)
+    out: dict[str, Any] = {"items": listed}
     if "system" in payload:
         out["system"] = payload["system"]
     out["notes"] = left_out(format, items)

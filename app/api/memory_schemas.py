@@ -9,9 +9,11 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     GetJsonSchemaHandler,
     JsonValue,
+    Tag,
     TypeAdapter,
     model_validator,
 )
@@ -31,11 +33,12 @@ from app.api.schemas import (
     StoredFunctionCall,
     StoredFunctionCallOutput,
     StoredMessage,
+    StoredOpaque,
     StoredReasoning,
     StrictBody,
 )
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
-from app.domain.items import CORE_TYPES
+from app.domain.items import CORE_TYPES, item_tag
 from app.domain.snapshots import SnapshotDocument
 
 __all__ = ["SnapshotDocument"]
@@ -259,9 +262,19 @@ class HistoryReasoning(StoredReasoning, _Archive):
     model_config = ConfigDict(title="HistoryReasoning")
 
 
+class HistoryOpaque(StoredOpaque, _Archive):
+    model_config = ConfigDict(extra="allow", title="HistoryOpaque")
+
+
+# Every item the service stores, as ``ItemRead`` admits it: the four core types and any other
+# (an opaque item: a hosted tool call, computer use, ...).
 HistoryItemRead = Annotated[
-    HistoryMessage | HistoryFunctionCall | HistoryFunctionCallOutput | HistoryReasoning,
-    Field(discriminator="type"),
+    Annotated[HistoryMessage, Tag("message")]
+    | Annotated[HistoryFunctionCall, Tag("function_call")]
+    | Annotated[HistoryFunctionCallOutput, Tag("function_call_output")]
+    | Annotated[HistoryReasoning, Tag("reasoning")]
+    | Annotated[HistoryOpaque, Tag("opaque")],
+    Discriminator(item_tag),
 ]
 
 

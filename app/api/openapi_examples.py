@@ -422,6 +422,14 @@ PROBLEMS: dict[str, dict[str, Any]] = {
         "Unsupported media type",
         "a JSON body is required: send it with Content-Type: application/json",
     ),
+    "421": _problem(
+        421,
+        "misdirected-request",
+        "Misdirected request",
+        "this server runs without authentication and answers only to a loopback host name "
+        "(localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named "
+        "'attacker.example'",
+    ),
     "422": _problem(
         422,
         "validation-error",

@@ -63,6 +63,14 @@ def check_timestamp(value: Any) -> datetime:
     return stamp.astimezone(UTC)
 
 
+_string = TypeAdapter(str)
+
+
+def _iso_string(value: Any) -> str:
+    """``value`` if it is a string; ``ValidationError`` otherwise (no coercion)."""
+    return _string.validate_python(value, strict=True)
+
+
 def new_snapshot_id() -> str:
     return "snp_" + secrets.token_hex(12)
 
@@ -249,10 +257,23 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
     for index, entry in enumerate(doc.items):
         data = dict(entry)
         informative = {k: data.pop(k) for k in INFORMATIVE_ITEM_FIELDS if k in data}
-        fmt = data.pop("format", None) or "canonical"
-        record = data.pop("record", None)
-        if fmt != "canonical":
-            item = _provider_item(fmt, record, data, ["items", index], errors)
+        fmt = data.pop("format", None)
+        if fmt is None:  # as published: absent or null is canonical
+            fmt = "canonical"
+        elif not isinstance(fmt, str) or fmt not in FORMAT_NAMES:
+            errors.append(
+                {
+                    "loc": ["items", index, "format"],
+                    "msg": f"must be one of {', '.join(FORMAT_NAMES)}",
+                }
+            )
+            fmt = None
+        if fmt is None:
+            data = {"type": "message", "role": "user", "content": ""}  # a stand-in: refused anyway
+        elif fmt != "canonical":
+            # In a canonical item a `record` is left in the body: refused there as an unknown
+            # field (a core type), kept as the item's own data (an opaque one), never dropped.
+            item = _provider_item(fmt, data.pop("record", None), data, ["items", index], errors)
             if item is not None:
                 provider[index] = item
             data = {"type": "message", "role": "user", "content": ""}  # a stand-in, replaced
@@ -260,7 +281,9 @@ def parse_document(raw: object, *, root: list[str | int] | None = None) -> Snaps
                 data["id"] = entry["id"]
         stamp = informative.get("created_at")
         try:
-            created.append(None if stamp is None else check_timestamp(stamp))
+            # JSON has no time type: an export writes an ISO 8601 string, and a number (which
+            # pydantic would read as seconds since 1970) is not one.
+            created.append(None if stamp is None else check_timestamp(_iso_string(stamp)))
         except ValidationError:
             errors.append({"loc": ["items", index, "created_at"], "msg": "not a datetime"})
             created.append(None)

@@ -12,8 +12,9 @@ is answered in full, so any replica can serve any request (no sticky MCP session
 hijack) and no stream is held open. The SDK itself is loaded on the first MCP request (see
 ``McpEndpoint``).
 
-With auth off, the SDK's DNS-rebinding protection is on: the ``Host`` (and any ``Origin``) must
-be a loopback name, so a web page cannot reach a key-less local server through a rebound name.
+With auth off, DNS rebinding is refused before this endpoint runs, as on every other route
+(``app.api.host_guard``: the ``Host`` and any ``Origin`` must be a loopback or listed name), so
+the SDK's own check of the same headers is left off.
 """
 
 from __future__ import annotations
@@ -38,10 +39,6 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 MCP_PATH = "/mcp"
-_LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "127.0.0.1:*", "localhost:*", "[::1]:*"]
-_LOOPBACK_ORIGINS = [
-    f"{scheme}://{host}" for scheme in ("http", "https") for host in _LOOPBACK_HOSTS
-]
 
 
 def _build_server() -> MCPServer:
@@ -116,11 +113,8 @@ class McpEndpoint:
         from mcp.server.transport_security import TransportSecuritySettings
 
         assert self._server is not None and self._stop is not None
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=not self.auth_required,
-            allowed_hosts=_LOOPBACK_HOSTS,
-            allowed_origins=_LOOPBACK_ORIGINS,
-        )
+        # Host and Origin are checked for every route by app.api.host_guard (module doc).
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self._server.streamable_http_app(  # builds a new session manager
             streamable_http_path=MCP_PATH,
             stateless_http=True,

@@ -40,6 +40,7 @@ from app.domain.retention import (
     snapshots_to_erase,
     subject_digest,
 )
+from app.domain.keys import within_prefix
 from app.domain.sessions import SessionState
 from app.locks import RedisLocks
 from app.services.access import load_session
@@ -438,10 +439,27 @@ async def list_erasures(
     rt: Runtime, actor: Actor, *, session_id: str | None, limit: int
 ) -> list[dict[str, Any]]:
     """The tenant's erasure records, newest first; with ``session_id``, only that id's (found
-    by its digest: the records never hold the id)."""
+    by its digest: the records never hold the id).
+
+    A key confined to a prefix reads only its share, as everywhere: an id outside its prefix
+    has no records for it (as an id never erased); without ``session_id``, only the records
+    asked by keys within its share (the records hold no id, so the sweep's and wider keys'
+    erasures of its sessions are found by id only); and a key outside its share, which its
+    key listing does not show either, stays unnamed (``key_id``, ``key_name`` null)."""
+    prefix = actor.session_prefix
+    if prefix and session_id is not None and not session_id.startswith(prefix):
+        return []
     digest = None if session_id is None else subject_digest(actor.tenant_id, session_id)
     async with rt.store.read() as db:
         rows = await RetentionRepository(db).erasure_records(
-            digest=digest, tenant_id=actor.tenant_id, limit=limit
+            digest=digest,
+            tenant_id=actor.tenant_id,
+            asked_within=prefix if prefix and digest is None else None,
+            limit=limit,
         )
-    return [{k: v for k, v in row.items() if k != "tenant_id"} for row in rows]
+    out = []
+    for row in rows:
+        if not within_prefix(prefix, row["key_prefix"]):
+            row.update(key_id=None, key_name=None)
+        out.append({k: v for k, v in row.items() if k not in ("tenant_id", "key_prefix")})
+    return out

@@ -562,14 +562,29 @@ class RetentionRepository:
         return record_id
 
     async def erasure_records(
-        self, *, digest: str | None = None, tenant_id: str | None = None, limit: int = 100
+        self,
+        *,
+        digest: str | None = None,
+        tenant_id: str | None = None,
+        asked_within: str | None = None,
+        limit: int = 100,
     ) -> list[dict[str, Any]]:
-        e = erasures.c
-        stmt = sa.select(erasures)
+        """Erasure records, newest first, each with ``key_prefix``: the session prefix of the
+        key that asked (None: an unconfined key, the bootstrap key, the sweep, or a key no
+        longer stored). ``asked_within``: only those asked by a key confined to that prefix or
+        a longer one (so of sessions under it)."""
+        e, key = erasures.c, api_keys.c
+        # Keys are never deleted apart from their tenant, and their prefix never changes.
+        joined = erasures.outerjoin(
+            api_keys, (key.id == e.key_id) & (key.tenant_id == e.tenant_id)
+        )
+        stmt = sa.select(erasures, key.session_prefix.label("key_prefix")).select_from(joined)
         if digest is not None:
             stmt = stmt.where(e.subject_digest == digest)
         if tenant_id is not None:
             stmt = stmt.where(e.tenant_id == tenant_id)
+        if asked_within is not None:
+            stmt = stmt.where(key.session_prefix.startswith(asked_within, autoescape=True))
         rows = await self.db.execute(stmt.order_by(e.created_at.desc()).limit(limit))
         return [{str(k): v for k, v in r._mapping.items()} for r in rows.all()]
 

@@ -14,6 +14,7 @@ import pytest
 from app.main import create_app
 from tests.api.helpers import all_items, append, assert_problem, create, user
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 def allow_of(response: httpx.Response) -> list[str]:
@@ -164,7 +165,7 @@ async def roomy_pg_client(request: pytest.FixtureRequest) -> AsyncIterator[httpx
     app = create_app(make_settings("postgres", request))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield client
 
 

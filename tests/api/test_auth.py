@@ -28,6 +28,7 @@ from app.store.db import Store
 from app.store.tables import metadata as tables
 from tests.api.helpers import assert_problem, user
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 BOOTSTRAP = "bootstrap-key-for-tests-" + "x" * 24
 ALL = ("read", "write", "admin")
@@ -52,7 +53,7 @@ async def auth_world(backend: str, request: pytest.FixtureRequest) -> AsyncItera
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield AuthWorld(app, client, app.state.runtime.store, backend)
 
 

@@ -28,6 +28,7 @@ from tests.api.helpers import all_items, append, assert_problem, assistant, crea
 from tests.conftest import make_settings
 from tests.support.fake_llm import SUMMARY, FakeLLMServer, reply_content
 from tests.support.provider_validation import validate_payload
+from tests.support.spec_check import ASYNC_HOOKS
 
 LLM_TIMEOUT = 3.0
 BACKOFF = 1.0
@@ -64,7 +65,7 @@ async def llm_app(llm_settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
     app = create_app(llm_settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield app, client
 
 

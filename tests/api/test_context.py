@@ -18,6 +18,7 @@ from app.domain.items import StoredItem, body_from_dict
 from app.domain.projection import Budget, ContextSource, project_context
 from tests.api.helpers import all_items, append, assert_problem, create, user
 from tests.support.provider_validation import validate_payload
+from tests.support.spec_check import ASYNC_HOOKS
 
 FORMATS = ("canonical", "openai-chat", "openai-responses", "anthropic")
 ENVELOPE = {"id", "seq", "tokens", "chars", "pinned", "metadata", "created_at", "format"}
@@ -468,7 +469,7 @@ async def serving(settings: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]
 
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as c:
             yield app.state.runtime, c
 
 

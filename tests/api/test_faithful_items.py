@@ -27,6 +27,7 @@ from tests.support.provider_validation import (
     validate_item_faithful,
     validate_payload_faithful,
 )
+from tests.support.spec_check import ASYNC_HOOKS
 
 PROVIDER_FORMATS = ("openai-responses", "openai-chat", "anthropic")
 PAYLOAD_KEY = {"openai-responses": "input", "openai-chat": "messages", "anthropic": "messages"}
@@ -41,7 +42,7 @@ async def agent_client(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://test", timeout=60
+            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS, timeout=60
         ) as client:
             yield client
 

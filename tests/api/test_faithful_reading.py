@@ -141,3 +141,24 @@ async def test_cross_format_reads_name_what_they_leave_out(
     canonical = (await client.get(f"/v1/sessions/{sid}/items")).json()["items"]
     assert canonical[1]["type"] == "web_search_call" and canonical[1]["action"]["query"] == "q"
     assert all(i["format"] == "openai-responses" for i in canonical)
+
+
+async def test_pop_renders_in_every_format_canonical_included(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """``?format=canonical`` renders the popped item with its envelope, like a canonical
+    page of ``GET /items`` (it used to be a 500)."""
+    await create(client, sid)
+    r = await client.post(
+        f"/v1/sessions/{sid}/items",
+        json={"items": [{"type": "message", "role": "user", "content": f"n{n}"} for n in range(5)]},
+    )
+    assert r.status_code == 201, r.text
+    for fmt in ("canonical", "openai-chat", "openai-responses", "anthropic"):
+        r = await client.post(f"/v1/sessions/{sid}/items/pop", params={"format": fmt})
+        assert r.status_code == 200, (fmt, r.text)
+        body = r.json()
+        assert body["rendered"] is not None, fmt
+        assert body["rendered"]["content"] == body["item"]["content"], fmt
+        if fmt == "canonical":
+            assert body["rendered"] == body["item"]

@@ -17,6 +17,7 @@ from app.api.problems import install_problem_handlers
 from app.api.schemas import ItemsAppend
 from app.main import create_app
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 MESSAGE = {"type": "message", "role": "user", "content": "hi"}
 BODIES: list[bytes | str] = [
@@ -63,7 +64,7 @@ def _comparable(response: httpx.Response) -> tuple[int, Any]:
 async def test_a_hot_route_answers_as_fastapi_does(body: bytes | str) -> None:
     transport = httpx.ASGITransport(app=_app())
     headers = {"content-type": "application/json"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
         plain = await client.post("/plain", content=body, headers=headers)
         hot = await client.post("/hot", content=body, headers=headers)
     assert _comparable(hot) == _comparable(plain)
@@ -72,7 +73,7 @@ async def test_a_hot_route_answers_as_fastapi_does(body: bytes | str) -> None:
 
 async def test_the_valid_body_reaches_the_endpoint_validated() -> None:
     transport = httpx.ASGITransport(app=_app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
         hot = await client.post("/hot", json={"items": [MESSAGE]})
     assert hot.status_code == 200
     assert hot.json()["items"][0]["content"] == "hi"
@@ -109,7 +110,7 @@ async def test_the_app_serves_its_hot_routes_before_any_router(
     assert not any(route.include_in_schema for route in hot)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             created = await client.post("/v1/sessions", json={})
             items = f"/v1/sessions/{created.json()['id']}/items"
             appended = await client.post(items, json={"items": [MESSAGE]})

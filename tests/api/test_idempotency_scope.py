@@ -27,6 +27,7 @@ from app.services import keys as key_service
 from app.store.db import Store
 from tests.api.helpers import all_items, append, assert_problem, create, user
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 BOOTSTRAP = "bootstrap-key-for-idempotency-" + "y" * 24
 REPLAYED = "idempotent-replayed"
@@ -51,7 +52,7 @@ async def key_world(backend: str, request: pytest.FixtureRequest) -> AsyncIterat
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield KeyWorld(client, app.state.runtime.store)
 
 

@@ -18,6 +18,7 @@ from app.main import create_app
 from app.settings import Limits
 from tests.api.helpers import all_items, assert_problem, create, user
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 MiB = 1024 * 1024
 SCREENSHOT_B64_BYTES = 5_000_000
@@ -39,7 +40,7 @@ async def default_client(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://test", timeout=120
+            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS, timeout=120
         ) as client:
             yield client
 

@@ -12,6 +12,7 @@ from app.main import create_app
 from tests.api.helpers import all_items, append, assert_problem, assistant, create, user
 from tests.conftest import make_settings
 from tests.support.fake_llm import SUMMARY, FakeLLMServer
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ async def small_summary_client(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield client
 
 

@@ -28,6 +28,7 @@ from tests.api.helpers import append, assert_problem, assistant, create, user
 from tests.conftest import make_settings
 from tests.support.fake_llm import FakeLLMServer
 from tests.support.services import REDIS_URL, ServerProcess
+from tests.support.spec_check import ASYNC_HOOKS
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -134,7 +135,7 @@ async def test_hooks_for_projection_and_compaction(settings: Settings) -> None:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             before = await scrape(client)
             rt = app.state.runtime
             rt.notify("context_projected", 3000)
@@ -178,7 +179,7 @@ async def test_compaction_lock_waits_are_measured(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             rt = app.state.runtime
             await create(client, sid)
             turns = [user("fix the bug"), assistant("reading"), user("and now?"), assistant("ok")]
@@ -233,7 +234,7 @@ async def test_a_write_that_gives_up_on_a_busy_row_is_a_measured_503(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             await create(client, sid)
             before = await scrape(client)
             async with hold_session_row(settings.database_url, sid, seconds=1.5):

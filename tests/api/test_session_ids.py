@@ -25,6 +25,7 @@ from app.store.db import Store
 from app.store.tables import sessions as sessions_table
 from tests.api.helpers import assert_problem, user
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 def path(sid: str) -> str:
@@ -251,7 +252,7 @@ async def key_world(backend: str, request: pytest.FixtureRequest) -> AsyncIterat
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield KeyWorld(client, app.state.runtime.store)
 
 

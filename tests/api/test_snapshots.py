@@ -243,6 +243,25 @@ async def test_bad_documents_are_refused_and_change_nothing(client: httpx.AsyncC
         problem = assert_problem(r, 422)
         assert problem["errors"], problem
         assert all(e["loc"][:1] == ["snapshot"] for e in problem["errors"]), problem
+    # An item's envelope is checked as strictly as an append's: `format` names a format, a
+    # `record` belongs to a provider format only, `created_at` is an ISO 8601 string.
+    bad_items = [
+        ({"format": {}, "type": "0"}, "format"),
+        ({**user("a"), "format": 0}, "format"),
+        ({**user("a"), "format": ""}, "format"),
+        ({**user("a"), "format": False}, "format"),
+        ({**user("a"), "format": "klingon"}, "format"),
+        ({**user("a"), "record": {"role": "user", "content": "b"}}, "record"),
+        ({**user("a"), "created_at": 5}, "created_at"),
+    ]
+    for item, field in bad_items:
+        r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot": doc(items=[item])})
+        problem = assert_problem(r, 422, "invalid-input")
+        locs = [e["loc"] for e in problem["errors"]]
+        assert any(loc[:3] == ["snapshot", "items", 0] and loc[-1] == field for loc in locs), (
+            item,
+            locs,
+        )
     # Two items sharing an id: well formed, but the conflict an append of both would get (409).
     r = await client.post(
         f"/v1/sessions/{sid}/restore",

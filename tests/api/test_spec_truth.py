@@ -59,3 +59,59 @@ def test_update_session_declares_its_transaction_conflict() -> None:
     assert media["example"]["status"] == 409
     assert "transaction-conflict" in response["description"]
     assert not list(validator("Problem").iter_errors(media["example"]))
+
+
+WEB_SEARCH = {
+    "type": "web_search_call",
+    "id": "ws_1",
+    "status": "completed",
+    "action": {"type": "search", "query": "weather"},
+}
+
+
+async def test_every_listing_admits_opaque_items(client: httpx.AsyncClient, sid: str) -> None:
+    """A session holding items of a type the canonical model does not render (a hosted web
+    search, a computer call) answers every list and search with a body the spec admits: the
+    client fixture validates each response against ``openapi/openapi.json``
+    (``tests.support.spec_check``), so a listing whose schema leaves them out fails here."""
+    await create(client, sid)
+    canonical = [user("find the weather"), {**WEB_SEARCH, "id": "ws_0"}, user("weather")]
+    r = await client.post(f"/v1/sessions/{sid}/items", json={"items": canonical})
+    assert r.status_code == 201, r.text
+    r = await client.post(
+        f"/v1/sessions/{sid}/items",
+        json={"format": "openai-responses", "items": [WEB_SEARCH, user("and tomorrow?")]},
+    )
+    assert r.status_code == 201, r.text
+    r = await client.post(f"/v1/sessions/{sid}/snapshots", json={})
+    assert r.status_code == 201, r.text
+    snapshot_id = r.json()["id"]
+    reads = [
+        ("GET", f"/v1/sessions/{sid}/items", {}),
+        *[("GET", f"/v1/sessions/{sid}/items", {"format": f}) for f in FORMATS],
+        ("GET", f"/v1/sessions/{sid}/context", {}),
+        *[("GET", f"/v1/sessions/{sid}/context", {"format": f}) for f in FORMATS],
+        ("GET", f"/v1/sessions/{sid}/history", {}),
+        ("GET", f"/v1/sessions/{sid}/events", {}),
+        ("GET", f"/v1/sessions/{sid}/search", {"q": "weather"}),
+        ("GET", "/v1/search", {"q": "weather"}),
+        ("GET", f"/v1/sessions/{sid}/snapshots/{snapshot_id}", {}),
+    ]
+    for method, url, params in reads:
+        r = await client.request(method, url, params=params)
+        assert r.status_code == 200, (url, params, r.text)
+    search = (await client.get(f"/v1/sessions/{sid}/search", params={"q": "weather"})).json()
+    assert any(hit["item"]["type"] == "web_search_call" for hit in search["items"]), search
+    history = (await client.get(f"/v1/sessions/{sid}/history")).json()["items"]
+    assert [i["type"] for i in history].count("web_search_call") == 2
+    # pop each (newest first, in every format) until working memory is empty; then the history
+    # holds the popped ones, archived
+    for fmt in (None, *FORMATS):
+        params = {"format": fmt} if fmt else {}
+        r = await client.post(f"/v1/sessions/{sid}/items/pop", params=params)
+        assert r.status_code == 200, (fmt, r.text)
+    archived = (await client.get(f"/v1/sessions/{sid}/history")).json()["items"]
+    assert {i["type"] for i in archived if i["archived"]} >= {"web_search_call", "message"}
+
+
+FORMATS = ("canonical", "openai-chat", "openai-responses", "anthropic")

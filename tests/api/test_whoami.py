@@ -13,6 +13,7 @@ from app.services import keys as key_service
 from app.store.db import Store
 from tests.api.helpers import assert_problem
 from tests.conftest import make_settings
+from tests.support.spec_check import ASYNC_HOOKS
 
 BOOTSTRAP = "whoami-bootstrap-key-" + "y" * 28
 
@@ -27,7 +28,7 @@ async def auth_on(
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             yield client, app.state.runtime.store
 
 

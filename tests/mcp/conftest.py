@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from tests.support.services import REDIS_URL, ROOT, ServerProcess
+from tests.support.spec_check import SYNC_HOOKS
 
 # generous: the machine running the suite may be busy with other work
 STARTUP_SECONDS = 120
@@ -41,7 +42,9 @@ class Served:
     def rest(self, token: str | None = None) -> httpx.Client:
         key = token or self.token
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(
+            base_url=self.url, headers=headers, timeout=30, event_hooks=SYNC_HOOKS
+        )
 
 
 @pytest.fixture(scope="package")

@@ -13,6 +13,7 @@ from app.services.housekeeping import purge_idempotency_keys
 from app.services.runtime import utcnow
 from app.settings import Settings
 from app.store.tables import idempotency_keys
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -26,7 +27,7 @@ async def test_purge_removes_only_expired_keys(
     async with app.router.lifespan_context(app):
         rt = app.state.runtime
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS) as client:
             for n in range(5):
                 r = await client.post(
                     "/v1/sessions", json={"id": f"{sid}-{n}"}, headers={"Idempotency-Key": f"{sid}-k{n}"}

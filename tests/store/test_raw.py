@@ -17,6 +17,7 @@ from app.store import context as ctx
 from app.store.db import Store
 from app.store.sessions import _GET, SESSION_COLUMNS
 from tests.support.services import REDIS_URL
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 def test_session_columns_are_in_session_state_order() -> None:
@@ -27,7 +28,7 @@ def test_session_columns_are_in_session_state_order() -> None:
 async def filled(pg_database: str) -> AsyncIterator[Store]:
     app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as c:
             assert (await c.post("/v1/sessions", json={"id": "raw-1", "metadata": {"b": 1, "a": [2]}})).status_code == 201
             items: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": "sys"}]
             for i in range(30):
@@ -90,7 +91,7 @@ async def test_a_dropped_connection_is_a_503_then_reads_recover(pg_database: str
     a retryable 503 problem (not a 500), and the next read runs on a fresh connection."""
     app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as c:
             assert (await c.post("/v1/sessions", json={"id": "raw-drop"})).status_code == 201
             assert (await c.get("/v1/sessions/raw-drop/context")).status_code == 200
             assert drop_connections(pg_database) >= 1
@@ -114,7 +115,7 @@ async def test_a_dropped_connection_fails_one_append_with_a_503_then_appends_rec
     app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
     body = {"items": [{"type": "message", "role": "user", "content": "hi"}]}
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost", event_hooks=ASYNC_HOOKS) as c:
             assert (await c.post("/v1/sessions", json={"id": "raw-drop-append"})).status_code == 201
             assert (await c.post("/v1/sessions/raw-drop-append/items", json=body)).status_code == 201
             assert drop_connections(pg_database) >= 1

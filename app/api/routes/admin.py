@@ -187,7 +187,10 @@ class ErasureRead(BaseModel):
     subject_digest: str = Field(
         description="SHA-256 of the tenant and id (see docs/retention.md); never the id itself"
     )
-    key_id: str | None = Field(description="The API key that asked (null: the sweep)")
+    key_id: str | None = Field(
+        description="The API key that asked (null: the sweep, or, for a key confined to a "
+        "prefix, a key outside its share)"
+    )
     key_name: str | None
     row_counts: dict[str, int]
     created_at: datetime
@@ -238,6 +241,9 @@ async def tenant_storage(tenant_id: TenantIdPath, rt: RuntimeDep, actor: ActorDe
     response_model=ErasureList,
     operation_id="listErasures",
     summary="The tenant's erasure audit records, newest first (optionally of one session id)",
+    description="A key confined to a session prefix reads its share's only "
+    "(docs/retention.md): an id outside its prefix has no records, and without `session_id` "
+    "it lists the erasures asked by keys within its share.",
     responses=problem_responses(422),
 )
 async def list_erasures(

@@ -46,7 +46,11 @@ def _cursor_decode(cursor: str | None) -> str | None:
     response_model=SessionRead,
     operation_id="createSession",
     summary="Create a session",
-    responses=problem_responses(409, 413, 422, 503),
+    responses={
+        **problem_responses(409, 413, 422, 503),
+        # a key confined to a prefix sees no session outside it, nor may create one there
+        404: {**problem_responses(404)[404], "description": "The id is outside the key's prefix"},
+    },
 )
 async def create_session(
     body: SessionCreate, rt: RuntimeDep, actor: ActorDep, idem: IdempotencyDep

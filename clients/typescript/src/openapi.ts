@@ -403,7 +403,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The tenant's erasure audit records, newest first (optionally of one session id) */
+        /**
+         * The tenant's erasure audit records, newest first (optionally of one session id)
+         * @description A key confined to a session prefix reads its share's only (docs/retention.md): an id outside its prefix has no records, and without `session_id` it lists the erasures asked by keys within its share.
+         */
         get: operations["listErasures"];
         put?: never;
         post?: never;
@@ -2019,7 +2022,7 @@ export interface components {
             subject_digest: string;
             /**
              * Key Id
-             * @description The API key that asked (null: the sweep)
+             * @description The API key that asked (null: the sweep, or, for a key confined to a prefix, a key outside its share)
              */
             key_id: string | null;
             /** Key Name */
@@ -2216,10 +2219,11 @@ export interface components {
              */
             format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Type
+             * @default function_call
+             * @constant
              */
-            type: "function_call";
+            type?: "function_call";
             /** Call Id */
             call_id: string;
             /** Name */
@@ -2272,10 +2276,11 @@ export interface components {
              */
             format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Type
+             * @default function_call_output
+             * @constant
              */
-            type: "function_call_output";
+            type?: "function_call_output";
             /** Call Id */
             call_id: string;
             /** Output */
@@ -2289,7 +2294,7 @@ export interface components {
         /** HistoryList */
         HistoryList: {
             /** Items */
-            items: (components["schemas"]["HistoryMessage"] | components["schemas"]["HistoryFunctionCall"] | components["schemas"]["HistoryFunctionCallOutput"] | components["schemas"]["HistoryReasoning"])[];
+            items: (components["schemas"]["HistoryMessage"] | components["schemas"]["HistoryFunctionCall"] | components["schemas"]["HistoryFunctionCallOutput"] | components["schemas"]["HistoryReasoning"] | components["schemas"]["HistoryOpaque"])[];
             /**
              * Next Cursor
              * @description Pass as `after_seq` for the next page; null at the end
@@ -2338,10 +2343,11 @@ export interface components {
              */
             format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Type
+             * @default message
+             * @constant
              */
-            type: "message";
+            type?: "message";
             /**
              * Role
              * @enum {string}
@@ -2349,6 +2355,51 @@ export interface components {
             role: "system" | "developer" | "user" | "assistant";
             /** Content */
             content: string | (components["schemas"]["TextPart"] | components["schemas"]["ImagePart"] | components["schemas"]["OtherPart"])[];
+        };
+        /** HistoryOpaque */
+        HistoryOpaque: {
+            /**
+             * Archived
+             * @description True once the item left working memory
+             */
+            archived: boolean;
+            /**
+             * Archived Reason
+             * @description compacted, cleared, restored or popped
+             * @example popped
+             */
+            archived_reason: string | null;
+            /**
+             * Type
+             * @description Any type but the four the canonical model renders itself
+             */
+            type: string;
+            /** Id */
+            id: string;
+            /** Seq */
+            seq: number;
+            /** Tokens */
+            tokens: number;
+            /** Chars */
+            chars: number;
+            /** Pinned */
+            pinned: boolean;
+            /** Metadata */
+            metadata: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Format
+             * @enum {string}
+             */
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+        } & {
+            [key: string]: unknown;
         };
         /** HistoryReasoning */
         HistoryReasoning: {
@@ -2392,10 +2443,11 @@ export interface components {
              */
             format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Type
+             * @default reasoning
+             * @constant
              */
-            type: "reasoning";
+            type?: "reasoning";
             /** Summary */
             summary?: string[];
             /** Content */
@@ -4757,6 +4809,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -4781,6 +4851,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4870,6 +4958,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The id is outside the key's prefix */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/session-not-found",
+                     *       "title": "Session not found",
+                     *       "status": 404,
+                     *       "detail": "session 'agent-42' not found",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Conflict */
             409: {
                 headers: {
@@ -4918,6 +5024,24 @@ export interface operations {
                      *       "title": "Unsupported media type",
                      *       "status": 415,
                      *       "detail": "a JSON body is required: send it with Content-Type: application/json",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -5069,6 +5193,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -5093,6 +5235,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5206,6 +5366,24 @@ export interface operations {
                      *       "title": "Version mismatch",
                      *       "status": 412,
                      *       "detail": "If-Match is 7, the session is at 9",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -5455,6 +5633,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -5659,6 +5855,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -5825,6 +6039,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -5849,6 +6081,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6080,6 +6330,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6243,6 +6511,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6368,6 +6654,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6392,6 +6696,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6533,6 +6855,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6557,6 +6897,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6705,6 +7063,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6729,6 +7105,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6815,6 +7209,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -6839,6 +7251,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7011,6 +7441,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7137,6 +7585,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7161,6 +7627,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7237,6 +7721,24 @@ export interface operations {
                      *       "title": "Session not found",
                      *       "status": 404,
                      *       "detail": "session 'agent-42' not found",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -7492,6 +7994,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7699,6 +8219,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7827,6 +8365,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7851,6 +8407,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7937,6 +8511,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -7961,6 +8553,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8163,6 +8773,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8308,6 +8936,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8332,6 +8978,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8422,6 +9086,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8446,6 +9128,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8515,6 +9215,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8544,6 +9262,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     healthz: {
@@ -8564,6 +9300,42 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            /** @description Auth off: the Origin is another site's */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/forbidden",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "detail": "the key lacks the 'write' scope",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     readyz: {
@@ -8582,6 +9354,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description Auth off: the Origin is another site's */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/forbidden",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "detail": "the key lacks the 'write' scope",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description The database is unavailable */
@@ -8655,6 +9463,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8679,6 +9505,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8762,6 +9606,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8786,6 +9648,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8865,6 +9745,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -8889,6 +9787,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8984,6 +9900,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -9008,6 +9942,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -9118,6 +10070,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -9142,6 +10112,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -9207,6 +10195,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Invalid input */
             422: {
                 headers: {
@@ -9231,6 +10237,24 @@ export interface operations {
                      *           "type": null
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -9299,6 +10323,42 @@ export interface operations {
                      *       "title": "Forbidden",
                      *       "status": 403,
                      *       "detail": "the key lacks the 'write' scope",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Auth off: the Host is not a loopback name or in ALLOWED_HOSTS (DNS rebinding) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/misdirected-request",
+                     *       "title": "Misdirected request",
+                     *       "status": 421,
+                     *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Database unavailable (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/lock-timeout",
+                     *       "title": "Session busy",
+                     *       "status": 503,
+                     *       "detail": "another writer holds the session; retry",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
