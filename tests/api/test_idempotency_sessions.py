@@ -29,6 +29,7 @@ from app.settings import Settings
 from app.store.db import Store
 from app.store.tables import idempotency_keys
 from tests.api.helpers import append, assert_problem, create, user
+from tests.support.spec_check import ASYNC_HOOKS
 
 REPLAYED = "idempotent-replayed"
 
@@ -44,7 +45,9 @@ async def world(settings: Settings) -> AsyncIterator[World]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS
+        ) as client:
             yield World(client, app.state.runtime.store)
 
 
