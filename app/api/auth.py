@@ -193,9 +193,15 @@ def declare_security(app: FastAPI) -> None:
         }
         problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, methods in schema.get("paths", {}).items():
-            for operation in methods.values():
+            for method, operation in methods.items():
                 _parameters_are_never_null(operation)
                 responses = operation.setdefault("responses", {})
+                if protected(path) and method == "post" and not _READ_ONLY_POSTS.match(path):
+                    # a create by a key still cached after its tenant's erasure began
+                    responses.setdefault(
+                        "410",
+                        {"description": "The key's tenant has been erased", "content": problem},
+                    )
                 if protected(path):
                     operation["security"] = [{SECURITY_SCHEME: []}]
                     responses.setdefault(

@@ -422,6 +422,7 @@ PROBLEMS: dict[str, dict[str, Any]] = {
         "Unsupported media type",
         "a JSON body is required: send it with Content-Type: application/json",
     ),
+    "410": _problem(410, "tenant-erased", "Tenant erased", "this key's tenant has been erased"),
     "421": _problem(
         421,
         "misdirected-request",

@@ -4994,6 +4994,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Body, batch or item too large */
             413: {
                 headers: {
@@ -5837,6 +5855,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description If-Match does not match the session version */
             412: {
                 headers: {
@@ -6270,6 +6306,24 @@ export interface operations {
                      *       "title": "Session already exists",
                      *       "status": 409,
                      *       "detail": "session 'agent-42' exists",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -7387,6 +7441,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description If-Match does not match the session version */
             412: {
                 headers: {
@@ -7940,6 +8012,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description If-Match does not match the session version */
             412: {
                 headers: {
@@ -8177,6 +8267,24 @@ export interface operations {
                      *       "title": "Session already exists",
                      *       "status": 409,
                      *       "detail": "session 'agent-42' exists",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -8731,6 +8839,24 @@ export interface operations {
                      *       "title": "Session already exists",
                      *       "status": 409,
                      *       "detail": "session 'agent-42' exists",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
@@ -9582,6 +9708,24 @@ export interface operations {
                      *       "title": "Forbidden",
                      *       "status": 403,
                      *       "detail": "the key lacks the 'write' scope",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key's tenant has been erased */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/tenant-erased",
+                     *       "title": "Tenant erased",
+                     *       "status": 410,
+                     *       "detail": "this key's tenant has been erased",
                      *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
