@@ -48,6 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
     if refused:
         print(refused, file=sys.stderr)
         return 2
+    port = args.port or settings.port
+    _check_port_free(host, port)
     if settings.auto_migrate and not args.no_migrate:
         from app.store.migrate import upgrade
 
@@ -56,7 +58,6 @@ def _serve(args: argparse.Namespace) -> int:
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    port = args.port or settings.port
     if args.workers > 1 and settings.redis_url is None:
         print(
             "refusing to start several workers with the in-process lock: set REDIS_URL",
@@ -83,6 +84,28 @@ def _serve(args: argparse.Namespace) -> int:
         if metrics_dir is not None and not settings.prometheus_multiproc_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a taken address before migrating or starting: uvicorn would log "startup
+    complete" first and then exit 3 on `address already in use`, naming no way out."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot listen on host {host!r}: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT after a stop is not "taken".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CliError(
+                f"port {port} on {host} is in use ({exc.strerror}; another server running?): "
+                f"choose another with --port or the PORT setting, e.g. --port {port + 1}"
+            ) from exc
 
 
 def _prepare_metrics_dir(configured: str | None, *, workers: int) -> Path | None:

@@ -99,3 +99,22 @@ def test_invalid_settings() -> None:
         cli("export", "s", env={"LIMITS__MAX_ITEM_BYTES": "lots"}), "invalid Settings"
     )
     assert "limits.max_item_bytes" in line
+
+
+def test_serve_on_a_taken_port_fails_fast_naming_the_setting(env: dict[str, str]) -> None:
+    """A second server on the same port: refused before migrating or starting, with the
+    setting that changes it, rather than "startup complete" and then `address already in use`."""
+    import socket
+    import time
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        done = cli("serve", "--port", str(port), env={**env, "HOST": "127.0.0.1"})
+        elapsed = time.monotonic() - started
+    line = assert_one_line_error(done, str(port), "--port", "PORT")
+    assert "in use" in line
+    assert "startup complete" not in done.stderr.lower()
+    assert elapsed < 30, elapsed
