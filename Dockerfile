@@ -1,16 +1,19 @@
 # syntax=docker/dockerfile:1
 # The service image: `session-memory serve` on Postgres + Redis, as an unprivileged user.
-# Build: docker build -t session-memory .   Run it with docker-compose.yml (see README).
+# Build: docker build -t session-memory .   Run it with docker-compose.yml (see
+# docs/operations.md, "Deploy with Docker Compose").
 
 # --- build: a virtualenv with the project and its dependencies --------------------------------
+# Pinned by constraints.txt: the runtime versions the test suite passed with (scripts/lock-runtime
+# regenerates it), never whatever is newest on the day of the build.
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY app ./app
-RUN /opt/venv/bin/pip install --no-cache-dir . \
+RUN /opt/venv/bin/pip install --no-cache-dir -c constraints.txt . \
     && /opt/venv/bin/python -m compileall -q /opt/venv/lib
 
 # --- runtime: the virtualenv, the code and the migrations; no compilers, no pip cache ---------

@@ -1,4 +1,4 @@
-"""The ``session-memory`` command: serve, migrate, openapi, keys, export, import.
+"""The ``session-memory`` command: serve, migrate, openapi, keys, export, import, tenants, sweep.
 
 An error the operator can act on (a refusal, a missing session or key, an unreadable file, an
 unreachable database, invalid settings) is one line on standard error, ``error: ...``, and exit
@@ -48,6 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
     if refused:
         print(refused, file=sys.stderr)
         return 2
+    port = args.port or settings.port
+    _check_port_free(host, port)
     if settings.auto_migrate and not args.no_migrate:
         from app.store.migrate import upgrade
 
@@ -56,7 +58,6 @@ def _serve(args: argparse.Namespace) -> int:
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    port = args.port or settings.port
     if args.workers > 1 and settings.redis_url is None:
         print(
             "refusing to start several workers with the in-process lock: set REDIS_URL",
@@ -83,6 +84,28 @@ def _serve(args: argparse.Namespace) -> int:
         if metrics_dir is not None and not settings.prometheus_multiproc_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a taken address before migrating or starting: uvicorn would log "startup
+    complete" first and then exit 3 on `address already in use`, naming no way out."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot listen on host {host!r}: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT after a stop is not "taken".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CliError(
+                f"port {port} on {host} is in use ({exc.strerror}; another server running?): "
+                f"choose another with --port or the PORT setting, e.g. --port {port + 1}"
+            ) from exc
 
 
 def _prepare_metrics_dir(configured: str | None, *, workers: int) -> Path | None:
@@ -160,10 +183,18 @@ def _keys(args: argparse.Namespace) -> int:
         )
         print(json.dumps(_key_json(created.key) | {"secret": created.secret}, indent=2))
         print("the secret is shown only now; store it safely", file=sys.stderr)
+        if not service.auth_required(settings):
+            print(
+                f"warning: authentication is off for a server with these settings "
+                f"(AUTH__MODE={settings.auth.mode}, HOST={settings.host}): it accepts any "
+                f"request, with this key, another or none. Set AUTH__MODE=on to require keys.",
+                file=sys.stderr,
+            )
         return 0
 
     async def list_(store: Store) -> int:
         after: str | None = None
+        listed = 0
         while True:
             rows, after = await service.list_keys(
                 store,
@@ -175,7 +206,12 @@ def _keys(args: argparse.Namespace) -> int:
             )
             for key in rows:
                 print(json.dumps(_key_json(key)))
+            listed += len(rows)
             if after is None:
+                if not listed:  # standard output stays empty JSON lines; say it to the operator
+                    which = f" for tenant {args.tenant}" if args.tenant else ""
+                    hint = "" if args.all else " (--all includes revoked keys)"
+                    print(f"no keys{which}{hint}", file=sys.stderr)
                 return 0
 
     async def revoke(store: Store) -> int:
@@ -339,14 +375,30 @@ def _openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = """\
+The Session Memory Service's command: run the server (serve), migrate the database, print the
+OpenAPI document, manage API keys, export and import sessions, and erase tenants or run the
+retention sweep (tenants, sweep). Every command reads the service's settings from the
+environment (DATABASE_URL first of all; see docs/operations.md).
+
+An error you can act on is one line on standard error, "error: ...", with exit code 2."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="session-memory", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="session-memory",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service (migrates first)")
     serve.add_argument("--host", default=None, help="default: HOST or 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default: PORT or 8080")
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--workers", type=int, default=1,
+        help="uvicorn worker processes (default 1; more than 1 needs REDIS_URL)",
+    )
     serve.add_argument("--no-migrate", action="store_true", help="do not run migrations first")
     serve.set_defaults(func=_serve)
 
@@ -360,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys (directly in the database)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print its secret (once)")
-    create.add_argument("--tenant", required=True)
+    create.add_argument("--tenant", required=True, help="the tenant the key belongs to")
     create.add_argument("--name", required=True, help="shown in events as the actor")
     create.add_argument("--scopes", required=True, help="comma-separated: read,write,admin")
     create.add_argument("--prefix", default=None, help="confine the key to these session ids")
@@ -373,14 +425,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="snapshot a session and print its document (JSON)")
     export.add_argument("session_id")
-    export.add_argument("--tenant", default="default")
+    export.add_argument("--tenant", default="default", help="the session's tenant (default: default)")
     export.add_argument("--out", default=None, help="write to this file instead of stdout")
     export.set_defaults(func=_transfer)
 
     import_ = sub.add_parser("import", help="restore a session from an exported document")
     import_.add_argument("session_id")
     import_.add_argument("file", help="the document (- for standard input)")
-    import_.add_argument("--tenant", default="default")
+    import_.add_argument("--tenant", default="default", help="the session's tenant (default: default)")
     import_.add_argument("--no-create", action="store_true", help="fail if the session is missing")
     import_.set_defaults(func=_transfer)
 

@@ -3,6 +3,7 @@ Redis), in-process through ASGI; system tests start real server processes."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,7 +16,9 @@ from app.settings import Settings
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
 from tests.support.spec_check import ASYNC_HOOKS
 
-BACKENDS = ["sqlite", "postgres"]
+# TEST_BACKENDS=sqlite narrows the API tests to one backend for a quick local loop
+# (`scripts/test --quick`); CI and `scripts/test` run both.
+BACKENDS = [b for b in os.environ.get("TEST_BACKENDS", "sqlite,postgres").split(",") if b]
 
 
 @pytest.fixture(scope="session")

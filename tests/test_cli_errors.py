@@ -99,3 +99,51 @@ def test_invalid_settings() -> None:
         cli("export", "s", env={"LIMITS__MAX_ITEM_BYTES": "lots"}), "invalid Settings"
     )
     assert "limits.max_item_bytes" in line
+
+
+def test_serve_on_a_taken_port_fails_fast_naming_the_setting(env: dict[str, str]) -> None:
+    """A second server on the same port: refused before migrating or starting, with the
+    setting that changes it, rather than "startup complete" and then `address already in use`."""
+    import socket
+    import time
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        done = cli("serve", "--port", str(port), env={**env, "HOST": "127.0.0.1"})
+        elapsed = time.monotonic() - started
+    line = assert_one_line_error(done, str(port), "--port", "PORT")
+    assert "in use" in line
+    assert "startup complete" not in done.stderr.lower()
+    assert elapsed < 30, elapsed
+
+
+def test_top_level_help_lists_every_command_in_plain_text() -> None:
+    done = cli("--help", env={})
+    assert done.returncode == 0
+    intro = done.stdout.split("positional arguments")[0]
+    for command in ("serve", "migrate", "openapi", "keys", "export", "import", "tenants", "sweep"):
+        assert command in intro, (command, intro)
+    assert "``" not in done.stdout
+    for args, option in ((["keys", "create", "--help"], "--tenant"), (["serve", "--help"], "--workers"),
+                         (["export", "--help"], "--tenant"), (["import", "--help"], "--tenant")):
+        text = cli(*args, env={}).stdout
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(option))
+        assert len(line.split()) > 2, (args, line)  # the option and its help, not the option alone
+
+
+def test_keys_list_with_no_keys_says_so_and_create_warns_when_auth_is_off(
+    tmp_path: Path,
+) -> None:
+    env = {"DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}", "HOST": "127.0.0.1"}
+    done = cli("keys", "list", env=env)
+    assert done.returncode == 0 and done.stdout == ""  # JSON lines: none
+    assert "no keys" in done.stderr
+    made = cli("keys", "create", "--tenant", "t", "--name", "n", "--scopes", "read", env=env)
+    assert made.returncode == 0, made.stderr
+    assert "warning" in made.stderr and "AUTH__MODE=on" in made.stderr, made.stderr
+    on = cli("keys", "create", "--tenant", "t", "--name", "m", "--scopes", "read",
+             env={**env, "AUTH__MODE": "on"})
+    assert on.returncode == 0 and "warning" not in on.stderr, on.stderr

@@ -426,18 +426,32 @@ def test_readme_snippets_run_as_pasted_then_the_client_readme(
         second_input = json.dumps(openai_api.bodies[1]["input"])
         assert "What city is the Eiffel Tower in?" in second_input
         assert "Answer 1." in second_input
-        agent_session = httpx.get(readme_server + "/v1/sessions/user%40example.com").json()
+        agent_session = httpx.get(readme_server + "/v1/sessions/py-agent%40example.com").json()
         assert agent_session["item_count"] == 4
+        demo = httpx.get(readme_server + "/v1/sessions/demo").json()
+
+        # Pasted a second time into the same server, the README starts over and ends where the
+        # first run did (no 409 from a session the first run created).
+        run_file("README.md", readme_server, tmp_path / "again", extra_env=_openai_env(openai_api))
+        again = httpx.get(readme_server + "/v1/sessions/demo").json()
+        assert {k: again[k] for k in ("version", "item_count", "token_count")} == {
+            k: demo[k] for k in ("version", "item_count", "token_count")
+        }
+        assert httpx.get(readme_server + "/v1/sessions/agent-42").json()["item_count"] == 3
+        agent_session = httpx.get(readme_server + "/v1/sessions/py-agent%40example.com").json()
+        assert agent_session["item_count"] == 4
+        assert len(openai_api.bodies) == 4
 
         # The client README, pasted after the main one into the same server: its ids are its
-        # own (no 409 from a session the walk-through created).
-        run_file(
-            "clients/python/README.md",
-            readme_server,
-            tmp_path / "client",
-            extra_env=_openai_env(openai_api),
-        )
-        assert len(openai_api.bodies) == 4
+        # own (no 409 from a session the walk-through created), and twice over.
+        for run in ("client", "client-again"):
+            run_file(
+                "clients/python/README.md",
+                readme_server,
+                tmp_path / run,
+                extra_env=_openai_env(openai_api),
+            )
+        assert len(openai_api.bodies) == 8
 
 
 @pytest.mark.timeout(600)

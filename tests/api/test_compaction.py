@@ -693,3 +693,23 @@ async def test_auto_compaction_with_the_llm_down_never_hurts_appends(
     compacted = [e for e in await events(llm_client, auto) if e["type"] == "compacted"]
     assert len(compacted) == 1 and compacted[0]["data"]["automatic"] is True
     assert compactor.backoff_remaining("default", auto) == 0
+
+
+async def test_compaction_timestamps_take_the_form_every_other_timestamp_takes(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """RFC 3339 with an explicit ``+00:00`` offset, as sessions, items and events write it
+    (compaction results used to end in ``Z``: one API, one form)."""
+    await client.post("/v1/sessions", json={"id": sid})
+    r = await client.post(f"/v1/sessions/{sid}/items", json={"items": [
+        {"type": "message", "role": "user", "content": "a"},
+        {"type": "message", "role": "assistant", "content": "b"},
+        {"type": "message", "role": "user", "content": "c"}]})
+    assert r.status_code == 201, r.text
+    compacted = await client.post(f"/v1/sessions/{sid}/compact", json={"policy": "structured"})
+    assert compacted.status_code == 200, compacted.text
+    listed = (await client.get(f"/v1/sessions/{sid}/compactions")).json()["items"]
+    session = (await client.get(f"/v1/sessions/{sid}")).json()
+    stamps = [compacted.json()["created_at"], listed[0]["created_at"], session["updated_at"]]
+    assert all(s.endswith("+00:00") for s in stamps), stamps
+    assert datetime.fromisoformat(stamps[0]) == datetime.fromisoformat(stamps[1])

@@ -192,6 +192,34 @@ try {
   out.steps.phoneOverflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   await shot(phone, "phone-context");
 
+  mark("before 9b");
+  // 9b. A session written in openai-chat: the prompt view opens in its own format (canonical is
+  // a choice), hints show no raw Markdown, an image URL that is not a web address is no link.
+  const chat = await newPage();
+  const chatPath = `/ui/sessions/${cfg.chatSessionId}`;
+  await chat.goto(`${cfg.authOff.url}${chatPath}?tab=context`);
+  await chat.waitForSelector("#context-response", { state: "attached" });
+  out.steps.chat = {
+    openingFormat: await chat.inputValue('#budget-form select[name="format"]'),
+    formatOptions: await chat.$$eval('#budget-form select[name="format"] option', (els) => els.map((e) => e.value)),
+    responseFormat: JSON.parse(await chat.locator("#context-response").textContent()).format,
+    promptTitle: await chat.locator("#prompt-title").innerText(),
+    hintsWithBackticks: await chat.$$eval("#budget-form .hint", (els) => els.filter((e) => e.textContent.includes("`")).length),
+    hintCodes: await chat.locator("#budget-form .hint code").count(),
+  };
+  await chat.selectOption('#budget-form select[name="format"]', "canonical");
+  await chat.click("#budget-form button[type=submit]");
+  await chat.waitForFunction(() => JSON.parse(document.querySelector("#context-response")?.textContent || "{}").format === "canonical");
+  out.steps.chat.canonicalTitle = await chat.locator("#prompt-title").innerText();
+  await chat.goto(`${cfg.authOff.url}${chatPath}`);
+  await ready(chat, chatPath);
+  out.steps.chat.imageLinks = await chat.$$eval(".timeline .image-link a", (els) => els.map((e) => e.getAttribute("href")));
+  out.steps.chat.refusedImages = await chat.$$eval(".timeline .image-link.refused", (els) => els.map((e) => e.textContent));
+  await chat.goto(`${cfg.authOff.url}${chatPath}?tab=compactions`);
+  await ready(chat, chatPath);
+  await chat.waitForSelector("#compact-form");
+  out.steps.chat.compactPlaceholders = await chat.$$eval('#compact-form input[name="instructions"], #compact-form input[name="model"]', (els) => els.map((e) => e.placeholder));
+
   mark("before 10");
   // 10. /docs and /redoc render from local files.
   const docs = await newPage();

@@ -77,6 +77,29 @@ def servers(
         auth_off.stop()
 
 
+CHAT_SESSION = "inspector-chat"
+
+
+def _seed_chat_session(base_url: str) -> None:
+    """A session written in openai-chat (one canonical item among them), whose user message
+    carries two images: one at a web address, one at a `javascript:` URL."""
+    r = httpx.post(base_url + "/v1/sessions", json={"id": CHAT_SESSION})
+    assert r.status_code == 201, r.text
+    r = httpx.post(base_url + f"/v1/sessions/{CHAT_SESSION}/items", json={"format": "canonical", "items": [
+        {"type": "message", "role": "system", "content": "Be brief."}]})
+    assert r.status_code == 201, r.text
+    images = [
+        {"type": "text", "text": "What is in these?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {"type": "image_url", "image_url": {"url": "javascript:alert(document.domain)"}},
+    ]
+    r = httpx.post(base_url + f"/v1/sessions/{CHAT_SESSION}/items", json={"format": "openai-chat", "items": [
+        {"role": "user", "content": images},
+        {"role": "assistant", "content": "A cat, and something that is not an image."},
+        {"role": "user", "content": "Thanks."}]})
+    assert r.status_code == 201, r.text
+
+
 def _seq_set(ranges: list[list[int]]) -> set[int]:
     return {s for first, last in ranges for s in range(first, last + 1)}
 
@@ -89,6 +112,7 @@ def test_the_inspector_shows_what_the_api_holds(
     assert node_modules.is_dir(), "tests/browser/node_modules is missing: run scripts/bootstrap"
     full = {"Authorization": f"Bearer {KEY}"}
     assert seed_session(auth_on.url, SESSION, headers=full) == 200
+    _seed_chat_session(auth_off.url)  # before SESSION: the sessions list shows SESSION first
     assert seed_session(auth_off.url, SESSION) == 200
     r = httpx.post(
         auth_on.url + "/v1/admin/keys",
@@ -104,6 +128,7 @@ def test_the_inspector_shows_what_the_api_holds(
         "authOn": {"url": auth_on.url, "key": KEY, "readKey": read_key},
         "authOff": {"url": auth_off.url},
         "sessionId": SESSION,
+        "chatSessionId": CHAT_SESSION,
         "budget": BUDGET,
         "artifacts": str(ARTIFACTS),
     }
@@ -210,6 +235,19 @@ def test_the_inspector_shows_what_the_api_holds(
     assert steps["firstTab"] == "skip"
     assert steps["keyboardReachedSession"] and steps["keyboardOpened"] == f"/ui/sessions/{SESSION}"
     assert steps["phoneOverflow"] <= 0
+
+    # A session written in openai-chat opens in openai-chat, named as the provider's; canonical
+    # is offered, and says what it is. Hints render their `code` (no raw backticks). The
+    # javascript: image is shown as text; only the https one is a link.
+    chat = steps["chat"]
+    assert chat["openingFormat"] == chat["responseFormat"] == "openai-chat", chat
+    assert "canonical" in chat["formatOptions"]
+    assert chat["promptTitle"] == "The prompt, as OpenAI Chat Completions receives it"
+    assert "no provider receives this" in chat["canonicalTitle"]
+    assert chat["hintsWithBackticks"] == 0 and chat["hintCodes"] > 0
+    assert chat["imageLinks"] == ["https://example.com/cat.png"]
+    assert len(chat["refusedImages"]) == 1 and "javascript:" in chat["refusedImages"][0]
+    assert chat["compactPlaceholders"] == ["LLM only", "LLM only"]
 
     # /docs and /redoc render from the package's own files.
     assert steps["docsOperations"] >= 20

@@ -72,3 +72,21 @@ def test_vendored_bundles_load_nothing_from_a_cdn() -> None:
         text = (vendor / name).read_text(encoding="utf-8")
         assert len(text) > 100_000, name
         assert "https://cdn" not in text, name
+
+
+async def test_the_root_points_a_browser_to_the_inspector_and_a_client_to_an_index(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/", headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert r.status_code == 307 and r.headers["location"] == "/ui/"
+    for accept in (None, "application/json", "*/*"):
+        r = await client.get("/", headers={"accept": accept} if accept else {})
+        assert r.status_code == 200, accept
+        assert r.headers["content-type"].startswith("application/json")
+        links = r.json()["links"]
+        assert {links["inspector"], links["docs"], links["openapi"], links["health"]} == {
+            "/ui/", "/docs", "/openapi.json", "/healthz"
+        }
+        assert links["api"] == "/v1"
+    assert r.headers["vary"] == "Accept"
+    assert "/" not in (await client.get("/openapi.json")).json()["paths"]

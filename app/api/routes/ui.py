@@ -14,9 +14,9 @@ from functools import cache, lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 router = APIRouter(include_in_schema=False)
 
@@ -99,6 +99,31 @@ def _index() -> HTMLResponse:
             "Referrer-Policy": "no-referrer",
         },
     )
+
+
+# What `GET /` names for a client that does not ask for HTML (curl, scripts, probes).
+ROOT_INDEX = {
+    "service": "Session Memory Service",
+    "links": {
+        "api": "/v1",
+        "inspector": "/ui/",
+        "docs": "/docs",
+        "redoc": "/redoc",
+        "openapi": "/openapi.json",
+        "health": "/healthz",
+        "ready": "/readyz",
+        "mcp": "/mcp",
+    },
+}
+
+
+@router.get("/")
+async def root(request: Request) -> Response:
+    # A browser asks for text/html by name: send it to the inspector. Anything else (curl's
+    # */*, JSON clients) gets a small index of where things are, rather than a 404.
+    if "text/html" in request.headers.get("accept", ""):
+        return RedirectResponse("/ui/", status_code=307, headers={"Vary": "Accept"})
+    return JSONResponse(ROOT_INDEX, headers={"Vary": "Accept"})
 
 
 @router.get("/ui")

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 __all__ = [
     "SECTION_TITLES",
@@ -106,7 +106,13 @@ class CompactResult(SummarySections):
     compacted_items: int = Field(description="number of items that left working memory")
     report: CompactReport
     model: str | None = Field(default=None, description="the model that wrote an llm summary")
-    created_at: datetime
+    created_at: datetime = Field(json_schema_extra={"format": "date-time"})
+
+    @field_serializer("created_at")
+    def _rfc3339(self, value: datetime) -> str:
+        # The form every other timestamp of the API takes (``+00:00``; pydantic would write
+        # ``Z``). Results stored before this change are rewritten as they are read.
+        return value.isoformat()
 
     def sections(self) -> SummarySections:
         return SummarySections.model_validate(

@@ -35,8 +35,8 @@ function compactForm(panel, data) {
   const keepItems = h("input", { name: "keep_last_items", type: "number", min: "0", placeholder: "newest user turn" });
   const keepTokens = h("input", { name: "keep_last_tokens", type: "number", min: "0" });
   const pinned = h("input", { name: "pinned_prefix_items", type: "number", min: "0", placeholder: "0" });
-  const instructions = h("input", { name: "instructions", placeholder: "llm only" });
-  const model = h("input", { name: "model", placeholder: "llm only" });
+  const instructions = h("input", { name: "instructions", placeholder: "LLM only" });
+  const model = h("input", { name: "model", placeholder: "LLM only" });
   const preview = h("button", { type: "submit", id: "compact-preview" }, "Preview (dry run)");
   const commit = h("button", { type: "button", id: "compact-commit", class: "danger", disabled: true }, "Compact now");
   const out = h("div", { id: "compact-result", "aria-live": "polite" });

@@ -75,6 +75,12 @@ export function clearedCalls(payload) {
   return new Set([...text.matchAll(CLEARED)].map((m) => m[1]));
 }
 
+const PROVIDER = {
+  "openai-chat": "OpenAI Chat Completions",
+  "openai-responses": "OpenAI Responses",
+  anthropic: "Anthropic Messages",
+};
+
 const SEGMENTS = ["system", "summary", "messages", "tool calls", "tool outputs", "reasoning", "other", "format overhead"];
 
 /** Where the projected tokens go. The total is the report's exact ``projected_tokens``; the
@@ -139,17 +145,34 @@ function reportView(report) {
     report.notes.length ? h("ul", { id: "report-notes" }, report.notes.map((n) => h("li", {}, n))) : h("p", { class: "muted" }, "No notes."));
 }
 
+/** The format the view opens in: the one most of the session's items were written in. An
+ * item appended as `canonical` counts as `openai-responses`, whose shapes the canonical model
+ * follows; `canonical` itself (the stored items, with the service's own fields) stays a choice
+ * in the form, never the default, since no provider receives it. */
+export function sessionFormat(items) {
+  const counts = new Map();
+  for (const item of items) {
+    const f = !item.format || item.format === "canonical" ? "openai-responses" : item.format;
+    counts.set(f, (counts.get(f) ?? 0) + 1);
+  }
+  let best = "openai-responses";
+  let most = 0;
+  for (const [f, n] of counts) if (n > most) [best, most] = [f, n];
+  return best;
+}
+
 function payloadOf(response) {
   const { format, version, report, ...payload } = response;
   return payload;
 }
 
 export async function contextView(panel, data, params) {
-  const schema = await contextSchema();
+  const [schema, initialItems] = await Promise.all([contextSchema(), data.items()]);
+  const opening = { format: sessionFormat(initialItems) };
   const form = h("form", { class: "budget-form", id: "budget-form", "aria-label": "budget" });
   const fields = h("div", { class: "grid" });
   for (const [name, prop] of Object.entries(schema.properties)) {
-    fields.append(field(name, control(name, prop, params.get(name) ?? undefined), prop.description));
+    fields.append(field(name, control(name, prop, params.get(name) ?? opening[name]), prop.description));
   }
   form.append(fields, h("button", { type: "submit" }, "Show what the model gets"));
   const out = h("div", { id: "context-result", "aria-live": "polite" });
@@ -174,7 +197,9 @@ export async function contextView(panel, data, params) {
         bar(spend(items, report, data.session, cleared), body.max_tokens, report.projected_tokens),
         reportView(report),
         h("section", { "aria-labelledby": "prompt-title" },
-          h("h3", { id: "prompt-title" }, "The prompt, as the provider receives it"),
+          h("h3", { id: "prompt-title" }, response.format === "canonical"
+            ? "The stored items (canonical: the service's own model, with its fields; no provider receives this)"
+            : `The prompt, as ${PROVIDER[response.format] ?? response.format} receives it`),
           pre(json(payload), { id: "prompt", "aria-label": "rendered prompt" })),
         h("details", {}, h("summary", {}, "Whole response (JSON)"), pre(json(response), { id: "context-response" })),
         h("section", { "aria-labelledby": "ctx-timeline-title" },

@@ -79,6 +79,13 @@ export function table(headers, rows, { caption, className = "" } = {}) {
   );
 }
 
+/** Text whose `backticked` words (the OpenAPI descriptions are Markdown) become <code>, so a
+ * hint never shows raw backticks. Anything else stays text: no Markdown is interpreted. */
+export function inlineCode(text) {
+  if (typeof text !== "string") return text;
+  return text.split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part));
+}
+
 export function field(label, control, hint) {
   const id = control.id || `f-${Math.random().toString(36).slice(2, 9)}`;
   control.id = id;
@@ -89,6 +96,6 @@ export function field(label, control, hint) {
     { class: "field" },
     h("label", { for: id }, label),
     control,
-    hint ? h("small", { id: hintId, class: "hint" }, hint) : null,
+    hint ? h("small", { id: hintId, class: "hint" }, inlineCode(hint)) : null,
   );
 }

@@ -27,6 +27,15 @@ export function category(item) {
   return "other";
 }
 
+/** Whether a URL from an item may become a link: http(s) only (data: images are shown inline). */
+export function linkable(url) {
+  try {
+    return ["http:", "https:"].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
+}
+
 function imageUrl(part) {
   const url = part.url ?? part.image_url ?? part.source?.url;
   if (typeof url === "string") return url;
@@ -60,7 +69,9 @@ function partView(part, item) {
         h("img", { src: url, alt: `image in item ${item.seq}`, loading: "lazy" }),
         h("figcaption", {}, `${part.type}${part.detail ? `, detail ${part.detail}` : ""}`));
     }
-    if (url) return h("p", { class: "image-link" }, "image (not loaded): ", h("a", { href: url, rel: "noreferrer noopener", target: "_blank" }, url.slice(0, 120)));
+    // Only a web address becomes a link: `javascript:` and any other scheme is shown as text.
+    if (url && linkable(url)) return h("p", { class: "image-link" }, "image (not loaded): ", h("a", { href: url, rel: "noreferrer noopener", target: "_blank" }, url.slice(0, 120)));
+    if (url) return h("p", { class: "image-link refused" }, "image (not a web address, not linked): ", h("code", {}, url.slice(0, 120)));
     return h("p", { class: "image-link" }, `image ${part.file_id ? `file ${part.file_id}` : "(no URL)"}`);
   }
   return h("pre", { class: "code small" }, JSON.stringify(part, null, 2));
