@@ -3,6 +3,7 @@ Redis), in-process through ASGI; system tests start real server processes."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +16,11 @@ from app.settings import Settings
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
 
 BACKENDS = ["sqlite", "postgres"]
+
+# The suite runs without the semantic indexer (embedding every test's items on a 2-core CI
+# machine would slow everything else); the tests of semantic search turn it on themselves
+# with ``embeddings={"provider": ...}``. Server processes the tests start inherit this.
+os.environ.setdefault("EMBEDDINGS__PROVIDER", "none")
 
 
 @pytest.fixture(scope="session")

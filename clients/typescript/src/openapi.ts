@@ -4071,6 +4071,24 @@ export interface components {
             /** Archived Reason */
             archived_reason: string | null;
         };
+        /** SearchIndexState */
+        SearchIndexState: {
+            /**
+             * Model
+             * @description The embedding model whose vectors semantic search reads
+             */
+            model: string;
+            /**
+             * Indexed
+             * @description Items with a vector of that model
+             */
+            indexed: number;
+            /**
+             * Pending
+             * @description Items not embedded yet (the background indexer is behind; full text still finds them)
+             */
+            pending: number;
+        };
         /** SearchResults */
         SearchResults: {
             /**
@@ -4182,6 +4200,8 @@ export interface components {
             expires_at?: string | null;
             /** @description What the session stores (in `GET /v1/sessions/{id}` only) */
             storage?: components["schemas"]["SessionStorage"] | null;
+            /** @description The semantic index of the session's items (in `GET /v1/sessions/{id}` only; null when semantic search is off: `EMBEDDINGS__PROVIDER=none`) */
+            search_index?: components["schemas"]["SearchIndexState"] | null;
         };
         /** SessionStorage */
         SessionStorage: {

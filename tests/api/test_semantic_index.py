@@ -1,0 +1,142 @@
+"""The semantic indexer in a running app, on both backends: appends stay as they were, items
+get vectors in the background, the session resource shows the index state. The embedder is
+the ``openai`` one against the local stand-in server (tests/support/fake_llm.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from app.main import create_app
+from app.services.runtime import Runtime
+from app.store.vectors import unpack_vector
+from tests.conftest import make_settings
+from tests.support.fake_llm import FakeLLMServer, fake_embedding
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+async def _client(settings: object) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    app = create_app(settings)  # type: ignore[arg-type]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield client, app.state.runtime
+
+
+@pytest.fixture
+async def indexed(
+    backend: str, request: pytest.FixtureRequest, fake_llm: FakeLLMServer
+) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    fake_llm.reset()
+    settings = make_settings(
+        backend,
+        request,
+        auth={"mode": "off"},
+        embeddings={
+            "provider": "openai",
+            "base_url": fake_llm.base_url,
+            "model": f"fake-{uuid.uuid4().hex[:6]}",  # a fresh model: only this test's items
+            "batch_size": 4,
+            "retries": 0,
+        },
+    )
+    async for pair in _client(settings):
+        yield pair
+
+
+async def append(client: httpx.AsyncClient, sid: str, texts: list[str]) -> None:
+    r = await client.post(
+        f"/v1/sessions/{sid}/items",
+        params={"create": "true"},
+        json={"items": [{"type": "message", "role": "user", "content": t} for t in texts]},
+    )
+    assert r.status_code < 300, r.text
+
+
+async def index_state(client: httpx.AsyncClient, sid: str) -> dict[str, object] | None:
+    r = await client.get(f"/v1/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    state: dict[str, object] | None = r.json()["search_index"]
+    return state
+
+
+async def wait_indexed(client: httpx.AsyncClient, sid: str, *, count: int) -> dict[str, object]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = await index_state(client, sid)
+        assert state is not None
+        if state["indexed"] == count and state["pending"] == 0:
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not indexed in time: {state}")
+
+
+async def test_appended_items_get_vectors_in_the_background(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    client, rt = indexed
+    sid = f"idx-{uuid.uuid4().hex[:8]}"
+    texts = [f"the deploy {n} failed on staging" for n in range(6)]
+    await append(client, sid, texts)
+    assert rt.embedder is not None
+    state = await wait_indexed(client, sid, count=6)
+    assert state["model"] == rt.embedder.model
+    async with rt.store.read() as db:
+        rows = (
+            await db.execute(
+                sa.text(
+                    "SELECT i.search_text, v.dims, v.vector FROM item_vectors v JOIN items i "
+                    "ON i.tenant_id = v.tenant_id AND i.session_id = v.session_id "
+                    "AND i.seq = v.seq WHERE v.session_id = :s AND v.model = :m ORDER BY v.seq"
+                ),
+                {"s": sid, "m": rt.embedder.model},
+            )
+        ).all()
+    assert len(rows) == 6
+    for text, dims, blob in rows:
+        raw = fake_embedding(text)
+        norm = math.sqrt(sum(x * x for x in raw))
+        assert unpack_vector(bytes(blob), dims) == pytest.approx([x / norm for x in raw], abs=1e-6)
+
+    # Items appended later are indexed too (the append hook wakes the indexer).
+    await append(client, sid, ["one more line"])
+    await wait_indexed(client, sid, count=7)
+
+
+async def test_a_failing_embedder_never_fails_an_append(
+    indexed: tuple[httpx.AsyncClient, Runtime], fake_llm: FakeLLMServer
+) -> None:
+    client, _ = indexed
+    fake_llm.configure("error", status=503)
+    sid = f"idx-{uuid.uuid4().hex[:8]}"
+    await append(client, sid, ["written while the endpoint is down", "and another"])
+    await asyncio.sleep(0.3)
+    state = await index_state(client, sid)
+    assert state is not None and state["pending"] == 2 and state["indexed"] == 0
+    fake_llm.reset()  # the endpoint recovers: the backlog is indexed after the back-off
+    await wait_indexed(client, sid, count=2)
+
+
+async def test_no_index_state_when_semantic_search_is_off(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    settings = make_settings(
+        backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
+    )
+    async for client, rt in _client(settings):
+        sid = f"idx-{uuid.uuid4().hex[:8]}"
+        await append(client, sid, ["hello"])
+        assert rt.embedder is None
+        assert await index_state(client, sid) is None
