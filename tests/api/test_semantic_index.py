@@ -49,6 +49,7 @@ async def indexed(
             "base_url": fake_llm.base_url,
             "model": f"fake-{uuid.uuid4().hex[:6]}",  # a fresh model: only this test's items
             "batch_size": 4,
+            "dimensions": 256,  # few hash collisions: texts sharing no word are far apart
             "retries": 0,
         },
     )
@@ -106,7 +107,7 @@ async def test_appended_items_get_vectors_in_the_background(
         ).all()
     assert len(rows) == 6
     for text, dims, blob in rows:
-        raw = fake_embedding(text)
+        raw = fake_embedding(text, dims)
         norm = math.sqrt(sum(x * x for x in raw))
         assert unpack_vector(bytes(blob), dims) == pytest.approx([x / norm for x in raw], abs=1e-6)
 
@@ -140,3 +141,82 @@ async def test_no_index_state_when_semantic_search_is_off(
         await append(client, sid, ["hello"])
         assert rt.embedder is None
         assert await index_state(client, sid) is None
+
+
+async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) -> None:
+    client, _ = indexed
+    sid = f"srch-{uuid.uuid4().hex[:8]}"
+    texts = [
+        "pytest failed with error code E1042 in the parser",
+        "error E1024 was fixed yesterday in the parser",
+        "the staging database password rotates weekly",
+        "coffee beans arrive tomorrow",
+        "the parser rejects dates before 1970",
+    ]
+    await append(client, sid, texts)
+    await wait_indexed(client, sid, count=5)
+    base = f"/v1/sessions/{sid}/search"
+
+    r = await client.get(base, params={"q": "parser error", "mode": "semantic", "min_score": 0.2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["mode"] == "semantic"
+    sims = [h["scores"]["semantic"] for h in body["items"]]
+    assert sims and all(s is not None and s >= 0.2 for s in sims)
+    assert sims == sorted(sims, reverse=True)
+    assert all(h["scores"]["fulltext"] is None for h in body["items"])
+    assert "coffee beans arrive tomorrow" not in [h["item"]["content"] for h in body["items"]]
+
+    # An exact token: the full-text match first, both scores shown.
+    r = await client.get(base, params={"q": "E1042", "mode": "hybrid"})
+    assert r.status_code == 200, r.text
+    first = r.json()["items"][0]
+    assert first["seq"] == 1 and first["scores"]["fulltext"] is not None
+    assert first["scores"]["semantic"] is not None
+
+    # Full text stays the default, with the full-text score beside it.
+    r = await client.get(base, params={"q": "parser"})
+    body = r.json()
+    assert body["mode"] == "fulltext" and len(body["items"]) == 3
+    assert all(h["scores"] == {"fulltext": h["score"], "semantic": None} for h in body["items"])
+
+    # Pages of a hybrid search cover the unpaged result exactly.
+    params = {"q": "the parser error", "mode": "hybrid", "min_score": -1}
+    whole = (await client.get(base, params=params | {"limit": 100})).json()["items"]
+    assert len(whole) == 5
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = (
+            await client.get(
+                base, params=params | {"limit": 2} | ({"cursor": cursor} if cursor else {})
+            )
+        ).json()
+        seen += [h["seq"] for h in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [h["seq"] for h in whole]
+
+    r = await client.get(base, params={"q": "x", "mode": "vibes"})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
+    r = await client.get("/v1/search", params={"q": "parser", "mode": "hybrid"})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
+
+
+async def test_modes_with_semantic_search_off(backend: str, request: pytest.FixtureRequest) -> None:
+    settings = make_settings(
+        backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
+    )
+    async for client, _ in _client(settings):
+        sid = f"srch-{uuid.uuid4().hex[:8]}"
+        await append(client, sid, ["the parser failed"])
+        r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "parser", "mode": "hybrid"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        assert len(r.json()["items"]) == 1
+        r = await client.get(
+            f"/v1/sessions/{sid}/search", params={"q": "parser", "mode": "semantic"}
+        )
+        assert r.status_code == 403, r.text
+        assert r.json()["type"].endswith("semantic-search-off")
+        assert "semantic search is off" in r.json()["detail"]

@@ -260,7 +260,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Full-text search in one session's working memory or history, best first */
+        /** Search one session's working memory or history (full text, by meaning, or both) */
         get: operations["searchSession"];
         put?: never;
         post?: never;
@@ -279,7 +279,7 @@ export interface paths {
         };
         /**
          * Full-text search across the tenant's sessions, best first
-         * @description Ranks at most the first 1000 matching items the index finds (a bound on the cost, whatever the tenant holds): a query that matches more should be narrowed.
+         * @description Ranks at most the first 1000 matching items the index finds (a bound on the cost, whatever the tenant holds): a query that matches more should be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here (a session's own search offers them).
          */
         get: operations["searchAll"];
         put?: never;
@@ -4070,6 +4070,8 @@ export interface components {
             archived: boolean;
             /** Archived Reason */
             archived_reason: string | null;
+            /** @description What each ranker said of this hit */
+            scores: components["schemas"]["SearchScores"];
         };
         /** SearchIndexState */
         SearchIndexState: {
@@ -4101,6 +4103,25 @@ export interface components {
              * @description Pass as `cursor` for the next page; null at the end
              */
             next_cursor: string | null;
+            /**
+             * Mode
+             * @description The mode answered: `hybrid` answers as `fulltext` when semantic search is off on the server
+             * @enum {string}
+             */
+            mode: "fulltext" | "semantic" | "hybrid";
+        };
+        /** SearchScores */
+        SearchScores: {
+            /**
+             * Fulltext
+             * @description The full-text ranker's score (null: not a full-text match)
+             */
+            fulltext: number | null;
+            /**
+             * Semantic
+             * @description Cosine similarity of the item's vector to the query's (null: not ranked by meaning: fulltext mode, or the item has no vector yet)
+             */
+            semantic: number | null;
         };
         /**
          * SessionConfig
@@ -8369,6 +8390,10 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
+                /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off` */
+                mode?: "fulltext" | "semantic" | "hybrid";
+                /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
+                min_score?: number;
             };
             header?: never;
             path: {
@@ -8406,7 +8431,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The key lacks the scope */
+            /** @description The key lacks the scope, or `semantic-search-off`: `mode=semantic` on a server without an embedder */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8483,6 +8508,8 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
+                /** @description Only `fulltext` across sessions for now */
+                mode?: "fulltext";
             };
             header?: never;
             path?: never;
