@@ -16,9 +16,11 @@ import sqlalchemy as sa
 
 from app.main import create_app
 from app.services.runtime import Runtime
+from app.settings import Settings
 from app.store.vectors import unpack_vector
 from tests.conftest import make_settings
 from tests.support.fake_llm import FakeLLMServer, fake_embedding
+from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +37,33 @@ async def _client(settings: object) -> AsyncIterator[tuple[httpx.AsyncClient, Ru
             yield client, app.state.runtime
 
 
+@pytest.fixture(scope="module")
+def own_database(
+    backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, object]]:
+    """A database of this module's own: the indexer indexes every item without a vector, and
+    the shared test database holds the whole suite's items (a backlog these tests would wait on)."""
+    if backend == "sqlite":
+        from app.store.migrate import upgrade
+
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('semantic') / 'semantic.db'}"
+        upgrade(url)
+        yield {"database_url": url, "redis_url": None}
+        return
+    url, name = create_pg_database()
+    try:
+        yield {"database_url": url, "redis_url": REDIS_URL}
+    finally:
+        drop_pg_database(name)
+
+
 @pytest.fixture
 async def indexed(
-    backend: str, request: pytest.FixtureRequest, fake_llm: FakeLLMServer
+    own_database: dict[str, object], fake_llm: FakeLLMServer
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
     fake_llm.reset()
-    settings = make_settings(
-        backend,
-        request,
+    settings = Settings(
+        **own_database,  # type: ignore[arg-type]
         auth={"mode": "off"},
         embeddings={
             "provider": "openai",
