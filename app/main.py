@@ -39,6 +39,7 @@ from app.logs import AccessLineWriter
 from app.mcp import McpEndpoint
 from app.services.auto_compaction import start_compaction, stop_compaction
 from app.services.housekeeping import start_housekeeping, stop_housekeeping
+from app.services.indexing import start_indexer, stop_indexer
 from app.services.keys import KeyResolver, auth_required, startup_problem
 from app.services.runtime import Runtime
 from app.settings import Settings, get_settings
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.runtime = Runtime(settings=settings, store=store, locks=locks)
         start_compaction(app.state.runtime)
         housekeeping = start_housekeeping(app.state.runtime)
+        indexer = start_indexer(app.state.runtime)
         app.state.key_resolver = KeyResolver(store, settings.auth)
         instrument(app, app.state.runtime)
         if built_by_asgi_server:
@@ -112,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
         finally:
             await stop_housekeeping(housekeeping)
+            await stop_indexer(indexer)
             await stop_compaction(app.state.runtime)
             await locks.close()
             await store.dispose()

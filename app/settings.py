@@ -125,6 +125,37 @@ class RetentionSettings(BaseModel):
     )
 
 
+class EmbeddingsSettings(BaseModel):
+    """The embedder behind semantic search (docs/semantic-search.md). ``builtin``: the model
+    shipped in a pinned package, run on CPU in-process, never downloaded; ``openai``: any
+    OpenAI-compatible ``/v1/embeddings`` endpoint; ``none``: semantic search off."""
+
+    provider: Literal["builtin", "openai", "none"] = "builtin"
+    base_url: str | None = Field(
+        None, description="openai: OpenAI-compatible base URL, e.g. http://host/v1"
+    )
+    model: str | None = Field(
+        None, description="openai: the model name sent (builtin: its own model, fixed)"
+    )
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(
+        None, ge=1, le=8192, description="openai: vector size asked for and checked"
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="builtin: CPU threads inference may use, at most (a bounded share, so an "
+        "indexing backlog never starves requests)",
+    )
+    batch_size: int = Field(32, ge=1, le=2048, description="texts per inference or request")
+    timeout_seconds: float = Field(30.0, gt=0, description="openai: one request's time limit")
+    retries: int = Field(2, ge=0, description="openai: retries after a 429, 5xx or timeout")
+    max_chars: int = Field(
+        2000, ge=16, description="characters of a text embedded, at most (the rest is cut)"
+    )
+
+
 class ServeSettings(BaseModel):
     """Internal: how the process was started, not an operator setting."""
 
@@ -187,6 +218,7 @@ class Settings(BaseSettings):
     auto_compact: AutoCompactSettings = Field(default_factory=AutoCompactSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
 
     @field_validator("allowed_hosts", mode="before")

@@ -20,6 +20,11 @@ from tests.support.spec_check import ASYNC_HOOKS
 # (`scripts/test --quick`); CI and `scripts/test` run both.
 BACKENDS = [b for b in os.environ.get("TEST_BACKENDS", "sqlite,postgres").split(",") if b]
 
+# The suite runs without the semantic indexer (embedding every test's items on a 2-core CI
+# machine would slow everything else); the tests of semantic search turn it on themselves
+# with ``embeddings={"provider": ...}``. Server processes the tests start inherit this.
+os.environ.setdefault("EMBEDDINGS__PROVIDER", "none")
+
 
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:

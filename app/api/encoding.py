@@ -82,8 +82,16 @@ def context_body(result: ContextResult) -> dict[str, Any]:
     return body
 
 
-def search_body(hits: Sequence[SearchHit], next_cursor: str | None) -> dict[str, Any]:
-    """``GET /v1/search`` and ``GET /v1/sessions/{id}/search``: one page of hits."""
+def search_body(
+    hits: Sequence[SearchHit],
+    next_cursor: str | None,
+    *,
+    scores: Sequence[tuple[float | None, float | None]] | None = None,
+    mode: str = "fulltext",
+) -> dict[str, Any]:
+    """``GET /v1/search`` and ``GET /v1/sessions/{id}/search``: one page of hits, each with
+    what each ranker scored it (``scores``: full text, semantic; default: full text only)."""
+    pairs = scores if scores is not None else [(h.score, None) for h in hits]
     items = [
         {
             "session_id": h.session_id,
@@ -93,7 +101,8 @@ def search_body(hits: Sequence[SearchHit], next_cursor: str | None) -> dict[str,
             "snippet": h.snippet,
             "archived": h.archived,
             "archived_reason": h.archived_reason,
+            "scores": {"fulltext": ft, "semantic": sem},
         }
-        for h in hits
+        for h, (ft, sem) in zip(hits, pairs, strict=True)
     ]
-    return {"items": items, "next_cursor": next_cursor}
+    return {"items": items, "next_cursor": next_cursor, "mode": mode}

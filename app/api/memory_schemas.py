@@ -285,6 +285,16 @@ class HistoryList(BaseModel):
     )
 
 
+class SearchScores(BaseModel):
+    fulltext: float | None = Field(
+        description="The full-text ranker's score (null: not a full-text match)"
+    )
+    semantic: float | None = Field(
+        description="Cosine similarity of the item's vector to the query's (null: not ranked "
+        "by meaning: fulltext mode, or the item has no vector yet)"
+    )
+
+
 class SearchHitRead(BaseModel):
     session_id: str
     seq: int
@@ -293,10 +303,15 @@ class SearchHitRead(BaseModel):
     snippet: str | None = Field(description="Matching text, matches in [brackets]")
     archived: bool
     archived_reason: str | None
+    scores: SearchScores = Field(description="What each ranker said of this hit")
 
 
 class SearchResults(BaseModel):
     items: list[SearchHitRead] = Field(description="Best first")
     next_cursor: str | None = Field(
         description="Pass as `cursor` for the next page; null at the end"
+    )
+    mode: Literal["fulltext", "semantic", "hybrid"] = Field(
+        description="The mode answered: `hybrid` answers as `fulltext` when semantic search is "
+        "off on the server"
     )

@@ -37,6 +37,7 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
     # session's state, and not a malformed request (the spec offers `llm` to every client):
     # this deployment refuses what the request asks for.
     (e.LLMNotConfigured, 403),
+    (e.SemanticSearchOff, 403),
     (e.UpstreamFailed, 502),
 ]
 

@@ -175,6 +175,15 @@ class SessionStorage(BaseModel):
     total: StorageUsage
 
 
+class SearchIndexState(BaseModel):
+    model: str = Field(description="The embedding model whose vectors semantic search reads")
+    indexed: int = Field(description="Items with a vector of that model")
+    pending: int = Field(
+        description="Items not embedded yet (the background indexer is behind; full text "
+        "still finds them)"
+    )
+
+
 class SessionRead(BaseModel):
     id: str
     version: int = Field(description="Increases with every write; also the ETag")
@@ -192,6 +201,11 @@ class SessionRead(BaseModel):
     )
     storage: SessionStorage | None = Field(
         None, description="What the session stores (in `GET /v1/sessions/{id}` only)"
+    )
+    search_index: SearchIndexState | None = Field(
+        None,
+        description="The semantic index of the session's items (in `GET /v1/sessions/{id}` "
+        "only; null when semantic search is off: `EMBEDDINGS__PROVIDER=none`)",
     )
 
 

@@ -17,6 +17,7 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── Forbidden              (a key granting more than it holds)
     ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: not
     │                          temporary; the client picks another policy)
+    ├── SemanticSearchOff      (``mode=semantic`` on a server without an embedder)
     └── UpstreamFailed         (the LLM used for compaction failed)
 """
 
@@ -126,6 +127,15 @@ class LLMNotConfigured(DomainError):
 
     code = "llm-not-configured"
     title = "No LLM endpoint is configured"
+
+
+class SemanticSearchOff(DomainError):
+    """``mode=semantic`` was asked for, but this server has no embedder
+    (``EMBEDDINGS__PROVIDER=none``). As ``LLMNotConfigured``: a valid request this deployment
+    refuses (403, not temporary; ``fulltext`` or ``hybrid``, which answers as full text, work)."""
+
+    code = "semantic-search-off"
+    title = "Semantic search is off on this server"
 
 
 class IdempotencyKeyReused(DomainError):

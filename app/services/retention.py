@@ -30,6 +30,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from app.domain.keys import within_prefix
 from app.domain.retention import (
     ErasedCounts,
     RetentionDefaults,
@@ -40,7 +41,6 @@ from app.domain.retention import (
     snapshots_to_erase,
     subject_digest,
 )
-from app.domain.keys import within_prefix
 from app.domain.sessions import SessionState
 from app.locks import RedisLocks
 from app.services.access import load_session

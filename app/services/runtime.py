@@ -40,6 +40,7 @@ from app.store.idempotency import (
 from app.store.sessions import SessionRepository
 
 if TYPE_CHECKING:
+    from app.embeddings import Embedder
     from app.llm import LLMClient
 
 R = TypeVar("R")
@@ -99,6 +100,9 @@ class Runtime:
     hooks: dict[str, Callable[..., None]] = field(default_factory=dict)
     # Compaction: the one LLM client (None: no LLM__BASE_URL) and the background scheduler.
     llm: LLMClient | None = None
+    # Semantic search: the embedder (None: EMBEDDINGS__PROVIDER=none, or not started), set by
+    # services.indexing at start-up.
+    embedder: Embedder | None = None
     # Called once an append committed, with the new session row; registered at start-up by
     # background jobs (automatic compaction), so this module imports none of them.
     append_hooks: list[Callable[[Runtime, Actor, str, SessionState], object]] = field(

@@ -15,14 +15,22 @@ from __future__ import annotations
 import math
 import re
 import struct
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from app.domain.errors import InvalidInput
+from app.domain.errors import InvalidInput, SemanticSearchOff
+from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
+from app.embeddings.vectors import nearest
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
-from app.store.search import SearchHit, SearchKey, SearchRepository
+from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_seq
+from app.store.vectors import VectorRepository
 
 Scope = Literal["memory", "history"]
+Mode = Literal["fulltext", "semantic", "hybrid"]
+# A session's semantic or hybrid search ranks at most this many candidates of each ranker
+# (the full-text matches and the nearest vectors), then fuses and pages through them.
+SEMANTIC_CANDIDATES = 200
 MAX_QUERY_CHARS = 1000
 
 
@@ -110,6 +118,103 @@ async def search_session(
             after=after,
         )
     return _page(hits, limit=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredHit:
+    """A hit and what each ranker said of it (None: not in that ranking)."""
+
+    hit: SearchHit
+    fulltext: float | None
+    semantic: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    hits: list[ScoredHit]
+    next_cursor: str | None
+    mode: Mode  # the mode answered (hybrid answers as fulltext when semantic search is off)
+
+
+def _semantic_off() -> SemanticSearchOff:
+    return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
+
+
+async def search_session_modes(
+    rt: Runtime,
+    actor: Actor,
+    session_id: str,
+    *,
+    q: str,
+    scope: Scope,
+    limit: int,
+    cursor: str | None = None,
+    mode: Mode = "fulltext",
+    min_score: float = DEFAULT_MIN_SCORE,
+) -> SearchPage:
+    """One session's search in ``mode``. ``fulltext`` is ``search_session``. ``semantic``
+    and ``hybrid`` rank by meaning the session's items that have a vector of the current
+    model (an exact scan) and, for hybrid, fuse that with the full-text ranking
+    (``app.domain.recall.fuse``); each ranker contributes at most ``SEMANTIC_CANDIDATES``.
+    With semantic search off, ``semantic`` is refused (403 ``semantic-search-off``) and ``hybrid`` answers as
+    ``fulltext`` (the page says which mode it answered)."""
+    embedder = rt.embedder
+    if mode == "semantic" and embedder is None:
+        raise _semantic_off()
+    if mode == "fulltext" or embedder is None:
+        hits, next_cursor = await search_session(
+            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+    text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
+    async with rt.store.read() as db:
+        await load_session(db, actor, session_id)
+        if not text:
+            return SearchPage([], None, mode)
+        history = scope == "history"
+        ft_hits = (
+            await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_id=session_id,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES,
+            )
+            if mode == "hybrid"
+            else []
+        )
+        candidates = await VectorRepository(db).session_vectors(
+            actor.tenant_id, session_id, embedder.model, include_archived=history
+        )
+    [query_vector] = await embedder.embed([text])
+    semantic = nearest(query_vector, candidates, limit=SEMANTIC_CANDIDATES)
+    fused: list[FusedHit[int]] = fuse(
+        [(h.item.seq, h.score) for h in ft_hits],
+        semantic,
+        query=text,
+        mode=mode,
+        min_score=min_score,
+    )
+    start = 0
+    if after is not None:  # continue after the hit the cursor names (same inputs, same order)
+        start = next(
+            (i + 1 for i, f in enumerate(fused) if f.key == after.seq),
+            next((i for i, f in enumerate(fused) if f.score < after.score), len(fused)),
+        )
+    window = fused[start : start + limit + 1]
+    by_seq = {h.item.seq: h for h in ft_hits}
+    missing = [f.key for f in window if f.key not in by_seq]
+    if missing:
+        async with rt.store.read() as db:
+            by_seq.update(await hits_by_seq(db, actor.tenant_id, session_id, missing))
+    scored = [
+        ScoredHit(replace(by_seq[f.key], score=f.score), f.fulltext, f.semantic)
+        for f in window
+        if f.key in by_seq  # an item erased between the two reads is left out
+    ]
+    page, next_cursor = _page([s.hit for s in scored], limit=limit)
+    return SearchPage(scored[: len(page)], next_cursor, mode)
 
 
 async def search_all(

@@ -9,7 +9,7 @@ write transaction (``BEGIN IMMEDIATE``) already excludes every other.
 
 What belongs to a session (``SESSION_TABLES``): its row, its items (live and archived; the
 search index follows them: a Postgres expression index, SQLite's FTS5 table kept by triggers),
-events, snapshots, compactions and the idempotency records its writes stored.
+their vectors (``item_vectors``: deleted first, and by cascade wherever an item is), events, snapshots, compactions and the idempotency records its writes stored.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from app.store.tables import (
     erasures,
     events,
     idempotency_keys,
+    item_vectors,
     items,
     metadata,
     sessions,
@@ -52,6 +53,7 @@ from app.store.tables import (
 _SIZED: dict[str, tuple[str, ...]] = {
     "sessions": ("summary", "metadata", "config", "last_compaction"),
     "items": ("body", "metadata", "search_text"),
+    "item_vectors": ("model", "vector"),
     "events": ("data",),
     "snapshots": ("label", "document"),
     "compactions": ("result",),
@@ -60,6 +62,7 @@ _SIZED: dict[str, tuple[str, ...]] = {
 # The tables holding a session's rows other than its own, with the column naming the session,
 # and the key ordering a bounded delete (None: deleted whole, they are small).
 _CHILDREN: tuple[tuple[sa.Table, str | None], ...] = (
+    (item_vectors, "seq"),  # before items: their rows name items (and would cascade anyway)
     (items, "seq"),
     (events, "seq"),
     (snapshots, "id"),
@@ -73,8 +76,13 @@ def _size(dialect: str, table: sa.Table) -> sa.ColumnElement[int]:
     """The stored bytes of a row's texts and JSON (0 for NULLs)."""
     parts: list[sa.ColumnElement[Any]] = []
     for name in _SIZED[table.name]:
-        text = sa.cast(table.c[name], sa.Text)
-        if dialect == "sqlite":
+        column = table.c[name]
+        text = sa.cast(column, sa.Text)
+        if isinstance(column.type, sa.LargeBinary):  # bytes as they are, not as text
+            measured = (
+                sa.func.length(column) if dialect == "sqlite" else sa.func.octet_length(column)
+            )
+        elif dialect == "sqlite":
             measured = sa.func.length(sa.cast(text, sa.LargeBinary))
         else:
             measured = sa.func.octet_length(text)

@@ -210,3 +210,32 @@ class SearchRepository:
             sa.func.snippet(sa.literal_column("items_fts"), 0, "[", "]", "…", 16),
         ).where(sa.literal_column("items_fts").op("MATCH")(match), _FTS.c.rowid.in_(rowids))
         return {rowid: text for rowid, text in (await self.db.execute(stmt)).all()}
+
+
+async def hits_by_seq(
+    db: AsyncConnection, tenant_id: str, session_id: str, seqs: list[int]
+) -> dict[int, SearchHit]:
+    """The items of ``seqs`` in one session as hits without a score or snippet (the caller
+    ranked them: semantic and hybrid search)."""
+    if not seqs:
+        return {}
+    columns = [*ITEM_COLUMNS, t.c.session_id, t.c.archived, t.c.archived_reason]
+    rows = (
+        await db.execute(
+            sa.select(*columns).where(
+                t.c.tenant_id == tenant_id, t.c.session_id == session_id, t.c.seq.in_(seqs)
+            )
+        )
+    ).all()
+    out: dict[int, SearchHit] = {}
+    for r in rows:
+        item = item_of_row(r)
+        out[item.seq] = SearchHit(
+            session_id=r._mapping["session_id"],
+            item=item,
+            archived=bool(r._mapping["archived"]),
+            archived_reason=r._mapping["archived_reason"],
+            score=0.0,
+            snippet=None,
+        )
+    return out

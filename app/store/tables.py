@@ -149,6 +149,27 @@ sa.Index(
     sqlite_where=_MANDATORY,
 )
 
+# Derived data (docs/semantic-search.md): one vector per item and embedding model, written by
+# the indexer off the write path, never by an append. ``vector`` is ``dims`` float32 values,
+# little-endian. Erased with the item (the foreign key cascades, and the erasure deletes them
+# first with the other session tables); never part of a snapshot or an export.
+item_vectors = sa.Table(
+    "item_vectors",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("model", sa.String(128), primary_key=True),
+    sa.Column("dims", sa.Integer, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "session_id", "seq"],
+        ["items.tenant_id", "items.session_id", "items.seq"],
+        ondelete="CASCADE",
+    ),
+)
+
 events = sa.Table(
     "events",
     metadata,

@@ -138,7 +138,7 @@ async def test_item_metadata_round_trips_on_every_read(client: httpx.AsyncClient
     check(r, ITEM_META, parse(r)["metadata"])
     r = await client.get(f"{path(sid)}/history")
     check(r, ITEM_META, *(i["metadata"] for i in parse(r)["items"]))
-    r = await client.get(f"{path(sid)}/search", params={"q": "quasar", "mode": "text"})
+    r = await client.get(f"{path(sid)}/search", params={"q": "quasar", "mode": "fulltext"})
     hits = parse(r)["items"]
     assert len(hits) == 2, r.text
     check(r, ITEM_META, *(h["item"]["metadata"] for h in hits))

@@ -111,7 +111,7 @@ async def test_search_rejects_bad_queries(client: httpx.AsyncClient, sid: str) -
     await append(client, sid, [user("some words")])
     for q in ("   ", "\t\n", " - "):
         for r in (await client.get(url, params={"q": q}), await client.get("/v1/search", params={"q": q})):
-            assert r.status_code == 200 and r.json() == {"items": [], "next_cursor": None}, (q, r.text)
+            assert r.status_code == 200 and r.json() == {"items": [], "next_cursor": None, "mode": "fulltext"}, (q, r.text)
     assert_problem(await client.get(f"/v1/sessions/{sid}-nope/search", params={"q": "x"}), 404, "session-not-found")
 
 

@@ -17,6 +17,7 @@ async def test_create_and_read(client: httpx.AsyncClient, sid: str) -> None:
     assert r.headers["etag"] == '"1"'
     read = r.json()
     assert read.pop("storage")["events"]["rows"] == 1  # storage: only in a single read
+    assert read.pop("search_index") is None  # so is the index state (semantic search off here)
     assert read == body
 
 

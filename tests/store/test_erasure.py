@@ -28,6 +28,7 @@ from app.services.runtime import Actor, Runtime, utcnow
 from app.settings import Settings
 from app.store.retention import RetentionRepository
 from app.store.sessions import Counters, SessionRepository
+from app.store.vectors import VectorRepository
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
 from tests.support.spec_check import ASYNC_HOOKS
 
@@ -177,6 +178,17 @@ async def fill(c: httpx.AsyncClient, auth: dict[str, str], session_id: str, word
     )
 
 
+async def index_everything(world: World) -> None:
+    """What the indexer does, for every item without a vector: a (made-up) vector stored."""
+    async with world.rt.store.write() as db:
+        repo = VectorRepository(db)
+        pending = await repo.claim_pending("erasure-test-model", limit=10_000)
+        assert pending
+        await repo.store(
+            "erasure-test-model", [(p, [0.5, -0.25, 1.0]) for p in pending], now=utcnow()
+        )
+
+
 async def _tenant(world: World) -> tuple[str, dict[str, str]]:
     tenant_id = f"te-{uuid.uuid4().hex[:10]}"
     created = await key_service.insert_key(
@@ -201,6 +213,7 @@ async def test_no_row_of_any_table_mentions_an_erased_session(world: World, how:
         kept_auth = auth
     await fill(world.client, auth, doomed, word)
     await fill(world.client, kept_auth, kept, kept_word)
+    await index_everything(world)
 
     # the walk sees both before: it would find what an erasure left behind
     before = await mentions(world, doomed, word, kept, kept_word)
@@ -211,6 +224,7 @@ async def test_no_row_of_any_table_mentions_an_erased_session(world: World, how:
             "events",
             "snapshots",
             "idempotency_keys",
+            *(("item_vectors",) if needle == doomed else ()),
         }, before
 
     if how == "delete":
@@ -233,7 +247,12 @@ async def test_no_row_of_any_table_mentions_an_erased_session(world: World, how:
     left = {t: [n for n in needles if n in (doomed, word)] for t, needles in after.items()}
     assert not any(left.values()), f"erased data left in {left}"
     # the control is intact, and the audit trail holds a digest, not the id
-    assert {t for t, n in after.items() if kept in n} >= {"sessions", "items", "events"}
+    assert {t for t, n in after.items() if kept in n} >= {
+        "sessions",
+        "items",
+        "events",
+        "item_vectors",
+    }
     async with world.rt.store.read() as db:
         count = (await db.execute(sa.text("SELECT count(*) FROM erasures"))).scalar()
     assert count and count >= 1

@@ -16,6 +16,12 @@ Endpoints:
 
 - ``POST /v1/chat/completions``: an OpenAI chat completion (``id``, ``object``, ``created``,
   ``model``, ``choices[0].message.content``, ``finish_reason``, ``usage``), shaped by the mode;
+- ``POST /v1/embeddings``: an OpenAI embeddings answer (``object: list``, ``data[i]`` with
+  ``index`` and ``embedding``, ``model``, ``usage``). Each vector is a deterministic function of
+  its text (``fake_embedding``: word hashes into ``dimensions`` buckets, default 8), so texts
+  sharing words are near. The same modes apply (``error``, ``hang``, ``malformed``: 200 without
+  ``data``; ``raw``: ``content`` returned as the whole body); ``data`` is answered in reverse
+  order, so a client must place vectors by ``index``;
 - ``POST /_control``: ``{"mode": ..., "delay": s, "status": n, "hang_seconds": s,
   "content": ..., "script": [{...}, ...]}``. Keys given replace the default behaviour; each
   ``script`` entry (same keys) answers exactly one later request, in order, before the default
@@ -38,6 +44,7 @@ Only the standard library is imported: the module is also the server process's e
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import selectors
@@ -51,7 +58,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["FENCED_PREFIX", "MODES", "SUMMARY", "FakeLLMServer", "main", "reply_content"]
+__all__ = [
+    "FENCED_PREFIX",
+    "MODES",
+    "SUMMARY",
+    "FakeLLMServer",
+    "fake_embedding",
+    "main",
+    "reply_content",
+]
 
 MODES = (
     "json",
@@ -91,6 +106,17 @@ _PROSE = (
     "off-by-one error in parse_range and still need to fix it and re-run the tests."
 )
 _BROKEN = '{"goal": "Fix the failing date parser tests", "completed": ["Read utils/dates.py", '
+
+
+def fake_embedding(text: str, dimensions: int = 8) -> list[float]:
+    """The vector the fake embeddings endpoint answers for ``text`` (not normalised)."""
+    vector = [0.0] * dimensions
+    for word in text.lower().split():
+        bucket = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dimensions
+        vector[bucket] += 1.0 + len(word) % 3
+    if not any(vector):
+        vector[0] = 1.0
+    return vector
 
 
 def reply_content(mode: str, content: Any = None) -> str:
@@ -174,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
         elif self.path.rstrip("/").endswith("/chat/completions"):
             self._chat(body)
+        elif self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings(body)
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -237,6 +265,51 @@ class _Handler(BaseHTTPRequestHandler):
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
                 },
+            },
+        )
+
+    def _embeddings(self, body: Any) -> None:
+        state = self.server.state
+        with state.lock:
+            behaviour = dict(state.default)
+            if state.script:
+                behaviour.update(state.script.pop(0))
+            state.requests.append(
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                }
+            )
+        mode = behaviour.get("mode", "json")
+        time.sleep(float(behaviour.get("delay") or 0))
+        if mode == "hang":
+            time.sleep(float(behaviour.get("hang_seconds", 30)))
+        if mode == "error":
+            status = int(behaviour.get("status", 500))
+            self._send(status, {"error": {"message": f"fake upstream error {status}"}})
+            return
+        if mode == "malformed":
+            self._send(200, {"unexpected": True})
+            return
+        if mode == "raw":
+            self._send(200, behaviour.get("content"))
+            return
+        request = body if isinstance(body, dict) else {}
+        texts = request.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        dimensions = int(request.get("dimensions") or 8)
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), dimensions)}
+            for i, t in enumerate(texts)
+        ]
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data[::-1],
+                "model": request.get("model", "fake-embed"),
+                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
             },
         )
 

@@ -1,9 +1,10 @@
-"""/v1/sessions/{id}/search and /v1/search: ranked full-text search over one session or the
-caller's whole tenant (keyset pages; the tenant-wide search ranks a bounded candidate set)."""
+"""/v1/sessions/{id}/search and /v1/search: ranked search over one session (full text, by
+meaning or hybrid) or the caller's whole tenant (full text only in this release); keyset
+pages; the tenant-wide search ranks a bounded candidate set."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -14,6 +15,7 @@ from app.api.memory_schemas import SearchResults
 from app.api.problems import problem_responses
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
+from app.domain.recall import DEFAULT_MIN_SCORE
 from app.services import search as service
 from app.services.runtime import Encoded
 from app.store.search import SearchHit
@@ -35,6 +37,24 @@ ScopeQuery = Annotated[
     Query(description="`memory`: working memory only; `history`: archived items too"),
 ]
 Limit = Annotated[int, Query(ge=1, le=100)]
+ModeQuery = Annotated[
+    service.Mode,
+    Query(
+        description="`fulltext`: the query's words; `semantic`: by meaning (the session's "
+        "embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, "
+        "ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` "
+        "(the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`"
+    ),
+]
+MinScore = Annotated[
+    float,
+    Query(
+        ge=-1.0,
+        le=1.0,
+        description="`semantic`/`hybrid`: a hit found only by meaning is returned when its "
+        "cosine similarity is at least this (docs/semantic-search.md)",
+    ),
+]
 CURSOR_PATTERN = service.CURSOR_PATTERN
 Cursor = Annotated[
     str | None,
@@ -50,12 +70,29 @@ def _encode(hits: list[SearchHit], next_cursor: str | None) -> Encoded:
     return Encoded(200, dumps(search_body(hits, next_cursor)))
 
 
+def _encode_page(page: service.SearchPage) -> Encoded:
+    body = search_body(
+        [s.hit for s in page.hits],
+        page.next_cursor,
+        scores=[(s.fulltext, s.semantic) for s in page.hits],
+        mode=page.mode,
+    )
+    return Encoded(200, dumps(body))
+
+
 @router.get(
     "/v1/sessions/{session_id}/search",
     response_model=SearchResults,
     operation_id="searchSession",
-    summary="Full-text search in one session's working memory or history, best first",
-    responses=problem_responses(404, 422),
+    summary="Search one session's working memory or history (full text, by meaning, or both)",
+    responses={
+        **problem_responses(404, 422),
+        403: {
+            **problem_responses(403)[403],
+            "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
+            "on a server without an embedder",
+        },
+    },
 )
 async def search_session(
     session_id: SessionId,
@@ -65,11 +102,21 @@ async def search_session(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
+    mode: ModeQuery = "fulltext",
+    min_score: MinScore = DEFAULT_MIN_SCORE,
 ) -> Response:
-    hits, next_cursor = await service.search_session(
-        rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
+    page = await service.search_session_modes(
+        rt,
+        actor,
+        session_id,
+        q=q,
+        scope=scope,
+        limit=limit,
+        cursor=cursor,
+        mode=mode,
+        min_score=min_score,
     )
-    return json_response(_encode(hits, next_cursor))
+    return json_response(_encode_page(page))
 
 
 @router.get(
@@ -79,7 +126,8 @@ async def search_session(
     summary="Full-text search across the tenant's sessions, best first",
     description=f"Ranks at most the first {service.TENANT_CANDIDATES} matching items the index "
     "finds (a bound on the cost, whatever the tenant holds): a query that matches more should "
-    "be narrowed.",
+    "be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here "
+    "(a session's own search offers them).",
     responses=problem_responses(422),
 )
 async def search_all(
@@ -89,6 +137,10 @@ async def search_all(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
+    mode: Annotated[
+        Literal["fulltext"],
+        Query(description="Only `fulltext` across sessions for now"),
+    ] = "fulltext",
 ) -> Response:
     hits, next_cursor = await service.search_all(
         rt, actor, q=q, scope=scope, limit=limit, cursor=cursor

@@ -15,7 +15,7 @@ from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpda
 from app.api.session_ids import SessionIdPath, SessionIdValue
 from app.domain.errors import InvalidInput
 from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
-from app.services import retention
+from app.services import indexing, retention
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
@@ -99,7 +99,15 @@ async def list_sessions(
 )
 async def get_session(session_id: SessionId, rt: RuntimeDep, actor: ActorDep) -> Response:
     state, storage = await retention.session_with_storage(rt, actor, session_id)
-    body = session_dict(state) | {"storage": storage}
+    counts = await indexing.index_counts(rt, actor.tenant_id, session_id)
+    search_index = None
+    if counts is not None and rt.embedder is not None:
+        search_index = {
+            "model": rt.embedder.model,
+            "indexed": counts.indexed,
+            "pending": counts.pending,
+        }
+    body = session_dict(state) | {"storage": storage, "search_index": search_index}
     return json_response(Encoded(200, dumps(body), version=state.version))
 
 

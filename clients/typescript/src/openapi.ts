@@ -260,7 +260,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Full-text search in one session's working memory or history, best first */
+        /** Search one session's working memory or history (full text, by meaning, or both) */
         get: operations["searchSession"];
         put?: never;
         post?: never;
@@ -279,7 +279,7 @@ export interface paths {
         };
         /**
          * Full-text search across the tenant's sessions, best first
-         * @description Ranks at most the first 1000 matching items the index finds (a bound on the cost, whatever the tenant holds): a query that matches more should be narrowed.
+         * @description Ranks at most the first 1000 matching items the index finds (a bound on the cost, whatever the tenant holds): a query that matches more should be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here (a session's own search offers them).
          */
         get: operations["searchAll"];
         put?: never;
@@ -4122,6 +4122,26 @@ export interface components {
             archived: boolean;
             /** Archived Reason */
             archived_reason: string | null;
+            /** @description What each ranker said of this hit */
+            scores: components["schemas"]["SearchScores"];
+        };
+        /** SearchIndexState */
+        SearchIndexState: {
+            /**
+             * Model
+             * @description The embedding model whose vectors semantic search reads
+             */
+            model: string;
+            /**
+             * Indexed
+             * @description Items with a vector of that model
+             */
+            indexed: number;
+            /**
+             * Pending
+             * @description Items not embedded yet (the background indexer is behind; full text still finds them)
+             */
+            pending: number;
         };
         /** SearchResults */
         SearchResults: {
@@ -4135,6 +4155,25 @@ export interface components {
              * @description Pass as `cursor` for the next page; null at the end
              */
             next_cursor: string | null;
+            /**
+             * Mode
+             * @description The mode answered: `hybrid` answers as `fulltext` when semantic search is off on the server
+             * @enum {string}
+             */
+            mode: "fulltext" | "semantic" | "hybrid";
+        };
+        /** SearchScores */
+        SearchScores: {
+            /**
+             * Fulltext
+             * @description The full-text ranker's score (null: not a full-text match)
+             */
+            fulltext: number | null;
+            /**
+             * Semantic
+             * @description Cosine similarity of the item's vector to the query's (null: not ranked by meaning: fulltext mode, or the item has no vector yet)
+             */
+            semantic: number | null;
         };
         /**
          * SessionConfig
@@ -4234,6 +4273,8 @@ export interface components {
             expires_at?: string | null;
             /** @description What the session stores (in `GET /v1/sessions/{id}` only) */
             storage?: components["schemas"]["SessionStorage"] | null;
+            /** @description The semantic index of the session's items (in `GET /v1/sessions/{id}` only; null when semantic search is off: `EMBEDDINGS__PROVIDER=none`) */
+            search_index?: components["schemas"]["SearchIndexState"] | null;
         };
         /** SessionStorage */
         SessionStorage: {
@@ -9139,6 +9180,10 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
+                /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off` */
+                mode?: "fulltext" | "semantic" | "hybrid";
+                /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
+                min_score?: number;
             };
             header?: never;
             path: {
@@ -9176,7 +9221,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The key lacks the scope */
+            /** @description The key lacks the scope, or `semantic-search-off`: `mode=semantic` on a server without an embedder */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9289,6 +9334,8 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
+                /** @description Only `fulltext` across sessions for now */
+                mode?: "fulltext";
             };
             header?: never;
             path?: never;

@@ -1,0 +1,135 @@
+"""The semantic indexer: embeds items' search text in the background, off the write path.
+
+An append stays one statement and never waits for a model. Each server process runs one
+indexer task (started at start-up by ``start_indexer``, which registers an append hook that
+only wakes it). It claims items without a vector of the current model in batches, embeds
+their ``search_text`` with the runtime's embedder (a worker thread with a bounded number of
+CPU threads, or an HTTP endpoint) and stores the vectors. Items not embedded yet are still
+found by full text.
+
+Claims: on Postgres one transaction claims the batch with ``FOR UPDATE SKIP LOCKED``, embeds
+it and stores the vectors, so indexers of several replicas share the backlog without
+embedding an item twice; a write that updates one of those item rows (a pop, clear or
+compaction archiving it) waits for that batch at most (``EMBEDDINGS__BATCH_SIZE`` texts). On
+SQLite the claim is a plain read and the vectors are written in a short write transaction of
+their own, because holding SQLite's single write lock while the model runs would stop every
+other write; one process owns an SQLite file, and the store skips an item indexed meanwhile.
+
+A failed batch (the endpoint down, the model missing) is logged and retried after a back-off;
+the indexer never raises into the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from app.domain.sessions import SessionState
+from app.embeddings import Embedder, build_embedder
+from app.services.runtime import Actor, Runtime, utcnow
+from app.store.vectors import IndexCounts, PendingItem, VectorRepository
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_SECONDS = 5.0  # another replica's appends wake no hook here: look now and then
+MAX_BACKOFF_SECONDS = 60.0
+
+
+@dataclass
+class Indexer:
+    rt: Runtime
+    embedder: Embedder
+    wake: asyncio.Event
+    task: asyncio.Task[None] | None = None
+
+    def after_append(self, rt: Runtime, actor: Actor, session_id: str, state: SessionState) -> None:
+        self.wake.set()  # never waits: the append has committed already
+
+
+async def _embed(embedder: Embedder, pending: list[PendingItem]) -> list[list[float]]:
+    return await embedder.embed([p.text for p in pending])
+
+
+async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
+    """Embed and store at most ``limit`` pending items; returns how many vectors were
+    written (0: nothing pending)."""
+    model = embedder.model
+    if not rt.store.is_sqlite:
+        async with rt.store.write() as db:
+            repo = VectorRepository(db)
+            pending = await repo.claim_pending(model, limit=limit)
+            if not pending:
+                return 0
+            vectors = await _embed(embedder, pending)
+            return await repo.store(model, list(zip(pending, vectors, strict=True)), now=utcnow())
+    async with rt.store.read() as db:
+        pending = await VectorRepository(db).claim_pending(model, limit=limit)
+    if not pending:
+        return 0
+    vectors = await _embed(embedder, pending)
+    async with rt.store.write() as db:
+        return await VectorRepository(db).store(
+            model, list(zip(pending, vectors, strict=True)), now=utcnow()
+        )
+
+
+async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
+    """Index until nothing is pending; returns how many vectors were written."""
+    total = 0
+    while written := await index_batch(rt, embedder, limit=limit):
+        total += written
+    return total
+
+
+async def _run(indexer: Indexer) -> None:
+    rt, batch = indexer.rt, indexer.rt.settings.embeddings.batch_size
+    backoff = 1.0
+    while True:
+        indexer.wake.clear()
+        try:
+            written = await index_batch(rt, indexer.embedder, limit=batch)
+            backoff = 1.0
+        except Exception:  # the endpoint or the model failed: retried after a back-off
+            log.exception("semantic indexing failed; retrying in %.0f s", backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+            continue
+        if written:
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(indexer.wake.wait(), IDLE_POLL_SECONDS)
+
+
+def start_indexer(rt: Runtime) -> Indexer | None:
+    """Build the embedder the settings name and start indexing (None: provider ``none``)."""
+    embedder = build_embedder(rt.settings.embeddings)
+    if embedder is None:
+        return None
+    rt.embedder = embedder
+    indexer = Indexer(rt=rt, embedder=embedder, wake=asyncio.Event())
+    rt.append_hooks.append(indexer.after_append)
+    indexer.task = asyncio.create_task(_run(indexer), name="semantic-indexer")
+    return indexer
+
+
+async def stop_indexer(indexer: Indexer | None) -> None:
+    if indexer is None:
+        return
+    with contextlib.suppress(ValueError):
+        indexer.rt.append_hooks.remove(indexer.after_append)
+    if indexer.task is not None:
+        indexer.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await indexer.task
+    await indexer.embedder.aclose()
+    indexer.rt.embedder = None
+
+
+async def index_counts(rt: Runtime, tenant_id: str, session_id: str) -> IndexCounts | None:
+    """The session's index state for the current model (None: semantic search is off)."""
+    if rt.embedder is None:
+        return None
+    async with rt.store.read() as db:
+        return await VectorRepository(db).counts(tenant_id, session_id, rt.embedder.model)

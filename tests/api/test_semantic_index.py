@@ -1,0 +1,243 @@
+"""The semantic indexer in a running app, on both backends: appends stay as they were, items
+get vectors in the background, the session resource shows the index state. The embedder is
+the ``openai`` one against the local stand-in server (tests/support/fake_llm.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from app.main import create_app
+from app.services.runtime import Runtime
+from app.settings import Settings
+from app.store.vectors import unpack_vector
+from tests.conftest import make_settings
+from tests.support.fake_llm import FakeLLMServer, fake_embedding
+from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+async def _client(settings: object) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    app = create_app(settings)  # type: ignore[arg-type]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield client, app.state.runtime
+
+
+@pytest.fixture(scope="module")
+def own_database(
+    backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, object]]:
+    """A database of this module's own: the indexer indexes every item without a vector, and
+    the shared test database holds the whole suite's items (a backlog these tests would wait on)."""
+    if backend == "sqlite":
+        from app.store.migrate import upgrade
+
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('semantic') / 'semantic.db'}"
+        upgrade(url)
+        yield {"database_url": url, "redis_url": None}
+        return
+    url, name = create_pg_database()
+    try:
+        yield {"database_url": url, "redis_url": REDIS_URL}
+    finally:
+        drop_pg_database(name)
+
+
+@pytest.fixture
+async def indexed(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    fake_llm.reset()
+    settings = Settings(
+        **own_database,  # type: ignore[arg-type]
+        auth={"mode": "off"},
+        embeddings={
+            "provider": "openai",
+            "base_url": fake_llm.base_url,
+            "model": f"fake-{uuid.uuid4().hex[:6]}",  # a fresh model: only this test's items
+            "batch_size": 4,
+            "dimensions": 256,  # few hash collisions: texts sharing no word are far apart
+            "retries": 0,
+        },
+    )
+    async for pair in _client(settings):
+        yield pair
+
+
+async def append(client: httpx.AsyncClient, sid: str, texts: list[str]) -> None:
+    r = await client.post(
+        f"/v1/sessions/{sid}/items",
+        params={"create": "true"},
+        json={"items": [{"type": "message", "role": "user", "content": t} for t in texts]},
+    )
+    assert r.status_code < 300, r.text
+
+
+async def index_state(client: httpx.AsyncClient, sid: str) -> dict[str, object] | None:
+    r = await client.get(f"/v1/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    state: dict[str, object] | None = r.json()["search_index"]
+    return state
+
+
+async def wait_indexed(client: httpx.AsyncClient, sid: str, *, count: int) -> dict[str, object]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = await index_state(client, sid)
+        assert state is not None
+        if state["indexed"] == count and state["pending"] == 0:
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not indexed in time: {state}")
+
+
+async def test_appended_items_get_vectors_in_the_background(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    client, rt = indexed
+    sid = f"idx-{uuid.uuid4().hex[:8]}"
+    texts = [f"the deploy {n} failed on staging" for n in range(6)]
+    await append(client, sid, texts)
+    assert rt.embedder is not None
+    state = await wait_indexed(client, sid, count=6)
+    assert state["model"] == rt.embedder.model
+    async with rt.store.read() as db:
+        rows = (
+            await db.execute(
+                sa.text(
+                    "SELECT i.search_text, v.dims, v.vector FROM item_vectors v JOIN items i "
+                    "ON i.tenant_id = v.tenant_id AND i.session_id = v.session_id "
+                    "AND i.seq = v.seq WHERE v.session_id = :s AND v.model = :m ORDER BY v.seq"
+                ),
+                {"s": sid, "m": rt.embedder.model},
+            )
+        ).all()
+    assert len(rows) == 6
+    for text, dims, blob in rows:
+        raw = fake_embedding(text, dims)
+        norm = math.sqrt(sum(x * x for x in raw))
+        assert unpack_vector(bytes(blob), dims) == pytest.approx([x / norm for x in raw], abs=1e-6)
+
+    # Items appended later are indexed too (the append hook wakes the indexer).
+    await append(client, sid, ["one more line"])
+    await wait_indexed(client, sid, count=7)
+
+
+async def test_a_failing_embedder_never_fails_an_append(
+    indexed: tuple[httpx.AsyncClient, Runtime], fake_llm: FakeLLMServer
+) -> None:
+    client, _ = indexed
+    fake_llm.configure("error", status=503)
+    sid = f"idx-{uuid.uuid4().hex[:8]}"
+    await append(client, sid, ["written while the endpoint is down", "and another"])
+    await asyncio.sleep(0.3)
+    state = await index_state(client, sid)
+    assert state is not None and state["pending"] == 2 and state["indexed"] == 0
+    fake_llm.reset()  # the endpoint recovers: the backlog is indexed after the back-off
+    await wait_indexed(client, sid, count=2)
+
+
+async def test_no_index_state_when_semantic_search_is_off(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    settings = make_settings(
+        backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
+    )
+    async for client, rt in _client(settings):
+        sid = f"idx-{uuid.uuid4().hex[:8]}"
+        await append(client, sid, ["hello"])
+        assert rt.embedder is None
+        assert await index_state(client, sid) is None
+
+
+async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) -> None:
+    client, _ = indexed
+    sid = f"srch-{uuid.uuid4().hex[:8]}"
+    texts = [
+        "pytest failed with error code E1042 in the parser",
+        "error E1024 was fixed yesterday in the parser",
+        "the staging database password rotates weekly",
+        "coffee beans arrive tomorrow",
+        "the parser rejects dates before 1970",
+    ]
+    await append(client, sid, texts)
+    await wait_indexed(client, sid, count=5)
+    base = f"/v1/sessions/{sid}/search"
+
+    r = await client.get(base, params={"q": "parser error", "mode": "semantic", "min_score": 0.2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["mode"] == "semantic"
+    sims = [h["scores"]["semantic"] for h in body["items"]]
+    assert sims and all(s is not None and s >= 0.2 for s in sims)
+    assert sims == sorted(sims, reverse=True)
+    assert all(h["scores"]["fulltext"] is None for h in body["items"])
+    assert "coffee beans arrive tomorrow" not in [h["item"]["content"] for h in body["items"]]
+
+    # An exact token: the full-text match first, both scores shown.
+    r = await client.get(base, params={"q": "E1042", "mode": "hybrid"})
+    assert r.status_code == 200, r.text
+    first = r.json()["items"][0]
+    assert first["seq"] == 1 and first["scores"]["fulltext"] is not None
+    assert first["scores"]["semantic"] is not None
+
+    # Full text stays the default, with the full-text score beside it.
+    r = await client.get(base, params={"q": "parser"})
+    body = r.json()
+    assert body["mode"] == "fulltext" and len(body["items"]) == 3
+    assert all(h["scores"] == {"fulltext": h["score"], "semantic": None} for h in body["items"])
+
+    # Pages of a hybrid search cover the unpaged result exactly.
+    params = {"q": "the parser error", "mode": "hybrid", "min_score": -1}
+    whole = (await client.get(base, params=params | {"limit": 100})).json()["items"]
+    assert len(whole) == 5
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = (
+            await client.get(
+                base, params=params | {"limit": 2} | ({"cursor": cursor} if cursor else {})
+            )
+        ).json()
+        seen += [h["seq"] for h in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [h["seq"] for h in whole]
+
+    r = await client.get(base, params={"q": "x", "mode": "vibes"})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
+    r = await client.get("/v1/search", params={"q": "parser", "mode": "hybrid"})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
+
+
+async def test_modes_with_semantic_search_off(backend: str, request: pytest.FixtureRequest) -> None:
+    settings = make_settings(
+        backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
+    )
+    async for client, _ in _client(settings):
+        sid = f"srch-{uuid.uuid4().hex[:8]}"
+        await append(client, sid, ["the parser failed"])
+        r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "parser", "mode": "hybrid"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        assert len(r.json()["items"]) == 1
+        r = await client.get(
+            f"/v1/sessions/{sid}/search", params={"q": "parser", "mode": "semantic"}
+        )
+        assert r.status_code == 403, r.text
+        assert r.json()["type"].endswith("semantic-search-off")
+        assert "semantic search is off" in r.json()["detail"]
