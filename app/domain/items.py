@@ -190,7 +190,7 @@ def item_tag(value: Any) -> str:
     if isinstance(value, OpaqueItem):
         return "opaque"
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in CORE_TYPES else "opaque"
+    return kind if isinstance(kind, str) and kind in CORE_TYPES else "opaque"
 
 
 CanonicalItem: TypeAlias = Annotated[
@@ -516,7 +516,12 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
         data = dict(entry)
         # An opaque item is kept whole: its ``id`` is the provider's (a web_search_call needs
         # it, an mcp_approval_response names it), not our item id.
-        keys = ENVELOPE_FIELDS if data.get("type") in CORE_TYPES else PROVIDER_ENVELOPE_FIELDS
+        kind = data.get("type")  # any JSON: a non-string type is an opaque item's (or an error)
+        keys = (
+            ENVELOPE_FIELDS
+            if isinstance(kind, str) and kind in CORE_TYPES
+            else PROVIDER_ENVELOPE_FIELDS
+        )
         envelope = {k: data.pop(k) for k in keys if k in data}
         try:
             body = canonical_adapter.validate_python(data)

@@ -394,3 +394,12 @@ def test_the_body_check_walks_only_bodies_that_could_fail_it(body: bytes, code: 
         with pytest.raises(_Refused) as refused:
             check_json_body(body, max_depth=5)
         assert refused.value.code == code
+
+
+async def test_an_item_whose_type_is_not_a_string_is_422(client: httpx.AsyncClient, sid: str) -> None:
+    """Any JSON can sit where ``type`` goes (a fuzzer sent an object): a 422, never a 500."""
+    for kind in ({"a": 1}, [1], 3, None):
+        r = await client.post(
+            f"/v1/sessions/{sid}/items?create=true", json={"items": [{"type": kind, "x": 1}]}
+        )
+        assert r.status_code == 422, (kind, r.text)

@@ -21,6 +21,7 @@ from app.store.vectors import unpack_vector
 from tests.conftest import make_settings
 from tests.support.fake_llm import FakeLLMServer, fake_embedding
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
+from tests.support.spec_check import ASYNC_HOOKS
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,9 @@ async def _client(settings: object) -> AsyncIterator[tuple[httpx.AsyncClient, Ru
     app = create_app(settings)  # type: ignore[arg-type]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS
+        ) as client:
             yield client, app.state.runtime
 
 

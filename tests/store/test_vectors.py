@@ -18,6 +18,7 @@ from app.services.runtime import Runtime, utcnow
 from app.settings import Settings
 from app.store.vectors import VectorRepository, pack_vector, unpack_vector
 from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
+from tests.support.spec_check import ASYNC_HOOKS
 
 MODEL = "test-model"
 
@@ -48,7 +49,9 @@ async def world(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Async
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS
+            ) as client:
                 yield World(client, app.state.runtime)
     finally:
         if name is not None:

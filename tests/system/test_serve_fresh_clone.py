@@ -59,7 +59,9 @@ def test_scripts_serve_on_a_fresh_clone_installs_the_runtime_only(tmp_path: Path
         assert not list(clone.glob("**/node_modules")), "scripts/serve ran npm"
         size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
         print(f"first answer after {first_answer:.1f} s; .venv {size / 2**20:.0f} MiB")
-        assert size < 200 * 2**20, size  # the full test bench is ~400 MiB
+        # The runtime carries the builtin embedding model and its ONNX runtime (~200 MiB of the
+        # ~355 MiB); the full test bench is ~600 MiB.
+        assert size < 420 * 2**20, size
 
         # A second server on the taken port: the install is skipped, and the refusal names
         # the way out instead of "startup complete" followed by exit 3.
