@@ -293,9 +293,16 @@ def terminate_db_connections(db_name: str) -> int:
 
 
 async def readiness(client: httpx.AsyncClient, servers: list[ServerProcess]) -> list[Any]:
+    """Each server's /readyz. A pooled connection the chaos dropped fails the one request that
+    meets it with a 503 and is replaced (no pre-ping, by design): a server is asked again, for
+    up to 5 s, before its answer counts."""
     out = []
     for server in servers:
-        r = await client.get(server.url + "/readyz")
+        for _ in range(10):
+            r = await client.get(server.url + "/readyz")
+            if r.status_code != 503:
+                break
+            await asyncio.sleep(0.5)
         out.append((r.status_code, r.json()))
     return out
 
