@@ -205,14 +205,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-    def _chat(self, body: Any) -> None:
+    def _take(self, body: Any) -> tuple[dict[str, Any], int]:
+        """The behaviour for this request (the default, or the next scripted one) and its
+        number; the request is recorded."""
         state = self.server.state
         with state.lock:
             behaviour = dict(state.default)
             if state.script:
                 behaviour.update(state.script.pop(0))
             state.counter += 1
-            number = state.counter
             state.requests.append(
                 {
                     "path": self.path,
@@ -220,6 +221,10 @@ class _Handler(BaseHTTPRequestHandler):
                     "body": body,
                 }
             )
+            return behaviour, state.counter
+
+    def _misbehaved(self, behaviour: dict[str, Any]) -> bool:
+        """Delay, hang, fail or answer malformed as ``behaviour`` says; True if answered."""
         mode = behaviour.get("mode", "json")
         time.sleep(float(behaviour.get("delay") or 0))
         if mode == "hang":
@@ -227,10 +232,17 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "error":
             status = int(behaviour.get("status", 500))
             self._send(status, {"error": {"message": f"fake upstream error {status}"}})
-            return
+            return True
         if mode == "malformed":
             self._send(200, {"unexpected": True})
+            return True
+        return False
+
+    def _chat(self, body: Any) -> None:
+        behaviour, number = self._take(body)
+        if self._misbehaved(behaviour):
             return
+        mode = behaviour.get("mode", "json")
         request = body if isinstance(body, dict) else {}
         if mode == "reject_response_format" and "response_format" in request:
             self._send(
@@ -269,29 +281,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _embeddings(self, body: Any) -> None:
-        state = self.server.state
-        with state.lock:
-            behaviour = dict(state.default)
-            if state.script:
-                behaviour.update(state.script.pop(0))
-            state.requests.append(
-                {
-                    "path": self.path,
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "body": body,
-                }
-            )
+        behaviour, _ = self._take(body)
+        if self._misbehaved(behaviour):
+            return
         mode = behaviour.get("mode", "json")
-        time.sleep(float(behaviour.get("delay") or 0))
-        if mode == "hang":
-            time.sleep(float(behaviour.get("hang_seconds", 30)))
-        if mode == "error":
-            status = int(behaviour.get("status", 500))
-            self._send(status, {"error": {"message": f"fake upstream error {status}"}})
-            return
-        if mode == "malformed":
-            self._send(200, {"unexpected": True})
-            return
         if mode == "raw":
             self._send(200, behaviour.get("content"))
             return
