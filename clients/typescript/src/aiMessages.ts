@@ -57,6 +57,8 @@ interface AiField {
   m: string;
   /** The message without its content (role, providerOptions, ...), encoded. */
   msg: JsonRecord;
+  /** The position of the item's first part in the message's content (absent: 0). */
+  i?: number;
   /** `"s"`: the message's content is a string (this item's content). */
   c?: "s";
   /** What each part held beyond the item's payload, encoded; a whole part for opaque items. */
@@ -424,7 +426,12 @@ function messageItems(message: AiMessage, m: string): JsonRecord[] {
       runs.push({ kind: "single", part });
     }
   }
-  return runs.map((run) => runItem(role, run, m, msg));
+  let index = 0;
+  return runs.map((run) => {
+    const item = runItem(role, run, m, msg, index);
+    index += run.kind === "content" ? run.parts.length : 1;
+    return item;
+  });
 }
 
 function isContentType(type: unknown): boolean {
@@ -433,8 +440,8 @@ function isContentType(type: unknown): boolean {
 
 /** The item for one run of a message (also used to check an item read back against its
  * `ai_sdk`: the same run gives the same item). */
-function runItem(role: string, run: Run, m: string, msg: JsonRecord): JsonRecord {
-  const field = (parts: JsonRecord[]): AiField => ({ v: LAYOUT, m, msg, parts });
+function runItem(role: string, run: Run, m: string, msg: JsonRecord, index: number): JsonRecord {
+  const field = (parts: JsonRecord[]): AiField => ({ v: LAYOUT, m, msg, ...(index ? { i: index } : {}), parts });
   if (run.kind === "content") {
     const shaped = run.parts.map((part) => contentPart(part, role)!);
     const responsesRole = role === "tool" ? "user" : role;
@@ -488,13 +495,21 @@ interface Building {
   message: AiMessage;
   /** The `ai_sdk` key of the message (`undefined` while it holds only items read by payload). */
   m: string | undefined;
-  parts: unknown[];
+  /** Its parts, each with its position in the message (`ai_sdk.i`; a part read by payload
+   * goes right after the part before it). */
+  parts: { at: number; part: unknown }[];
   stringContent: boolean;
 }
 
+function addParts(building: Building, parts: readonly unknown[], first?: number): void {
+  const after = building.parts.length ? building.parts[building.parts.length - 1]!.at : -1;
+  parts.forEach((part, k) => building.parts.push({ at: first === undefined ? after + 0.5 : first + k, part }));
+}
+
 /** `ModelMessage`s from Responses items: exactly the messages `toServiceItems` was given for
- * its items; items without a valid `ai_sdk` field (written by another client, or changed by
- * the projection: a cleared tool output, trimmed reasoning, a placeholder output, the
+ * its items, in any order the projection put them in (items of one message go back to it, in
+ * their places); items without a valid `ai_sdk` field (written by another client, or changed
+ * by the projection: a cleared tool output, trimmed reasoning, a placeholder output, the
  * summary) read by their payload: `message` → a system, user or assistant message (system
  * and developer as system), `function_call` → a `tool-call` part, `function_call_output` → a
  * `tool-result` (its `toolName` from its call; its text as `text` output), `reasoning` →
@@ -502,6 +517,7 @@ interface Building {
  * items join the message before them when it has their role. */
 export function fromServiceItems(items: readonly JsonRecord[]): AiMessage[] {
   const out: Building[] = [];
+  const byKey = new Map<string, Building>();
   const toolNames = new Map<string, string>();
   for (const item of items) {
     if (item["type"] === "function_call" && typeof item["call_id"] === "string" && typeof item["name"] === "string") {
@@ -512,37 +528,51 @@ export function fromServiceItems(items: readonly JsonRecord[]): AiMessage[] {
     if (exact) {
       const { field, parts } = exact;
       const role = decode(field.msg["role"]);
-      if (last && last.m === field.m) {
-        last.parts.push(...parts);
+      const first = field.i ?? 0;
+      const known = byKey.get(field.m);
+      if (known) {
+        addParts(known, parts, first); // a later item of it, or one the render moved away from it
       } else if (last && last.m === undefined && !last.stringContent && field.c !== "s" && last.message.role === role && role !== "system") {
-        // items of this message the projection changed came first: they are its parts
+        // parts of this message the projection changed came first: they are its parts
         last.m = field.m;
-        last.message = { ...(decode(field.msg) as AiMessage) };
-        last.parts.push(...parts);
+        last.message = decode(field.msg) as AiMessage;
+        for (const p of last.parts) p.at = first - 1 + p.at / (last.parts.length + 1);
+        addParts(last, parts, first);
+        byKey.set(field.m, last);
       } else {
-        out.push({ message: decode(field.msg) as AiMessage, m: field.m, parts: [...parts], stringContent: field.c === "s" });
+        const building: Building = { message: decode(field.msg) as AiMessage, m: field.m, parts: [], stringContent: field.c === "s" };
+        if (field.c === "s") building.message.content = item["content"];
+        addParts(building, parts, first);
+        out.push(building);
+        byKey.set(field.m, building);
       }
-      if (field.c === "s") out[out.length - 1]!.message.content = item["content"];
       continue;
     }
     const read = readByPayload(item, toolNames);
     if (!read) continue;
     if (last && !last.stringContent && last.message.role === read.role && read.role !== "system") {
-      last.parts.push(...read.parts);
+      addParts(last, read.parts);
     } else if (read.content !== undefined) {
       out.push({ message: { role: read.role, content: read.content }, m: undefined, parts: [], stringContent: true });
     } else {
-      out.push({ message: { role: read.role, content: [] }, m: undefined, parts: [...read.parts], stringContent: false });
+      const building: Building = { message: { role: read.role, content: [] }, m: undefined, parts: [], stringContent: false };
+      addParts(building, read.parts);
+      out.push(building);
     }
   }
-  return out.map((b) => (b.stringContent ? b.message : { ...b.message, content: b.parts }));
+  return out.map((b) => {
+    if (b.stringContent) return b.message;
+    const parts = [...b.parts].sort((x, y) => x.at - y.at); // stable
+    return { ...b.message, content: parts.map((p) => p.part) };
+  });
 }
 
 /** The parts an item holds per its `ai_sdk` field, if that field is valid and still matches
  * the item (the same parts give the same item back). */
 function readExact(item: JsonRecord): { field: AiField; parts: unknown[] } | undefined {
   const field = item[AI_FIELD];
-  if (!isRecord(field) || field["v"] !== LAYOUT || typeof field["m"] !== "string" || !isRecord(field["msg"]) || !Array.isArray(field["parts"])) {
+  if (!isRecord(field) || field["v"] !== LAYOUT || typeof field["m"] !== "string" || !isRecord(field["msg"]) || !Array.isArray(field["parts"])
+    || (field["i"] !== undefined && !Number.isInteger(field["i"]))) {
     return undefined;
   }
   const f = field as unknown as AiField;
@@ -558,9 +588,9 @@ function readExact(item: JsonRecord): { field: AiField; parts: unknown[] } | und
     } else if (parts.length === 0) {
       again = withField({ type: AI_PART_TYPE }, f);
     } else if (item["type"] === "message") {
-      again = runItem(role, { kind: "content", parts: parts as Part[] }, f.m, f.msg);
+      again = runItem(role, { kind: "content", parts: parts as Part[] }, f.m, f.msg, f.i ?? 0);
     } else {
-      again = runItem(role, { kind: "single", part: parts[0] as Part }, f.m, f.msg);
+      again = runItem(role, { kind: "single", part: parts[0] as Part }, f.m, f.msg, f.i ?? 0);
     }
     return deepEqual(again, item) ? { field: f, parts } : undefined;
   } catch {
@@ -672,9 +702,6 @@ function payloadPart(part: JsonRecord, role: string): unknown[] {
     case "refusal":
       return typeof part["refusal"] === "string" ? [{ type: "text", text: part["refusal"] }] : [];
     case "input_image":
-      if (typeof part["image_url"] === "string") return [{ type: "image", image: part["image_url"] }];
-      if (typeof part["file_id"] === "string") return [{ type: "image", image: { openai: part["file_id"] } }];
-      return [];
     case "input_file":
       return role === "user" ? filePart(part) : [];
     default:
@@ -682,19 +709,22 @@ function payloadPart(part: JsonRecord, role: string): unknown[] {
   }
 }
 
+/** An `input_image` or `input_file` as a `file` part (the SDK's way for both). */
 function filePart(part: JsonRecord): unknown[] {
+  const image = part["type"] === "input_image";
   const filename = typeof part["filename"] === "string" ? { filename: part["filename"] } : {};
-  const dataUrl = typeof part["file_data"] === "string" ? /^data:([^;,]+)[^,]*,(.*)$/s.exec(part["file_data"]) : null;
-  if (dataUrl) return [{ type: "file", mediaType: dataUrl[1], data: dataUrl[2], ...filename }];
-  if (typeof part["file_url"] === "string") return [{ type: "file", mediaType: "application/octet-stream", data: new URL(part["file_url"]), ...filename }];
-  if (typeof part["file_id"] === "string") return [{ type: "file", mediaType: "application/octet-stream", data: { openai: part["file_id"] }, ...filename }];
+  const mediaType = image ? "image" : "application/octet-stream";
+  const url = part[image ? "image_url" : "file_data"] ?? part["file_url"];
+  const dataUrl = typeof url === "string" ? /^data:([^;,]+)[^,]*,(.*)$/s.exec(url) : null;
+  if (dataUrl) return [{ type: "file", mediaType: dataUrl[1], data: { type: "data", data: dataUrl[2] }, ...filename }];
+  if (typeof url === "string" && URL.canParse(url)) return [{ type: "file", mediaType, data: { type: "url", url: new URL(url) }, ...filename }];
+  if (typeof part["file_id"] === "string") return [{ type: "file", mediaType, data: { type: "reference", reference: { openai: part["file_id"] } }, ...filename }];
   return [];
 }
 
 function payloadOutputPart(part: JsonRecord): unknown[] {
   if (typeof part["text"] === "string") return [{ type: "text", text: part["text"] }];
-  if (part["type"] === "input_image" && typeof part["image_url"] === "string") return [{ type: "image-url", url: part["image_url"] }];
-  return [];
+  return filePart(part); // the same shape as a message's file part
 }
 
 // --- helpers --------------------------------------------------------------------------------
