@@ -7,7 +7,8 @@
  * const sm = new SessionMemoryClient({ baseUrl: "http://127.0.0.1:8080" });
  * ```
  *
- * The OpenAI Agents SDK session is in `session-memory-client/agents`; the raw generated types
+ * The OpenAI Agents SDK session is in `session-memory-client/agents`, the Vercel AI SDK message
+ * history in `session-memory-client/ai`; the raw generated types
  * of the whole API (`paths`, `components`, `operations`) in `session-memory-client/openapi`.
  */
 
