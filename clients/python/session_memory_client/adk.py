@@ -5,7 +5,7 @@
 ADK's own services (``InMemorySessionService``, ``SqliteSessionService``):
 
 - Each ADK session ``(app_name, user_id, session_id)`` is one service session whose id is
-  ``adk:{app}:{user}:{session}``. Each part is escaped (``%``, ``:``, ``/``, ``~`` and the
+  ``adk:{app}:{user}:{session}`` (``namespace=`` replaces ``adk``). Each part is escaped (``%``, ``:``, ``/``, ``~`` and the
   characters a session id may not hold become ``%XX`` of their UTF-8 bytes), so the id
   prefix up to the last ``:`` is one user's sessions of one app: an API key confined to
   ``adk:{app}:`` or ``adk:{app}:{user}:`` sees exactly those, and a context request's
@@ -94,17 +94,17 @@ def escape(part: str) -> str:
     return "".join(out)
 
 
-def session_key(app_name: str, user_id: str, session_id: str) -> str:
+def session_key(app_name: str, user_id: str, session_id: str, *, namespace: str = "adk") -> str:
     """The service session id of an ADK session."""
-    return f"adk:{escape(app_name)}:{escape(user_id)}:{escape(session_id)}"
+    return f"{namespace}:{escape(app_name)}:{escape(user_id)}:{escape(session_id)}"
 
 
-def app_state_key(app_name: str) -> str:
-    return f"adk:{escape(app_name)}:{APP_STATE}"
+def app_state_key(app_name: str, *, namespace: str = "adk") -> str:
+    return f"{namespace}:{escape(app_name)}:{APP_STATE}"
 
 
-def user_state_key(app_name: str, user_id: str) -> str:
-    return f"adk:{escape(app_name)}:{escape(user_id)}:{USER_STATE}"
+def user_state_key(app_name: str, user_id: str, *, namespace: str = "adk") -> str:
+    return f"{namespace}:{escape(app_name)}:{escape(user_id)}:{USER_STATE}"
 
 
 def split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -155,8 +155,13 @@ class ServiceSessionService(BaseSessionService):
     """A ``BaseSessionService`` (Google ADK) whose sessions, events and state live in the
     Session Memory Service (see the module's docstring for the layout)."""
 
-    def __init__(self, client: AsyncSessionMemoryClient, *, cache_size: int = 1024) -> None:
+    def __init__(
+        self, client: AsyncSessionMemoryClient, *, namespace: str = "adk", cache_size: int = 1024
+    ) -> None:
+        if not namespace or ":" in namespace or "/" in namespace:
+            raise ValueError(f"namespace must be non-empty, without ':' or '/': {namespace!r}")
         self.client = client
+        self.namespace = namespace
         self._known: OrderedDict[str, _Known] = OrderedDict()
         self._cache_size = cache_size
 
@@ -184,7 +189,7 @@ class ServiceSessionService(BaseSessionService):
             "state_seq": 0,
             "last_update_time": now,
         }
-        key = session_key(app_name, user_id, session_id)
+        key = session_key(app_name, user_id, session_id, namespace=self.namespace)
         try:
             created = await self.client.create_session(key, metadata=metadata)
         except ConflictError as exc:
@@ -210,7 +215,7 @@ class ServiceSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
-        key = session_key(app_name, user_id, session_id)
+        key = session_key(app_name, user_id, session_id, namespace=self.namespace)
         try:
             stored, (app_state, user_state) = await asyncio.gather(
                 self.client.get_session(key), self._shared_states(app_name, user_id)
@@ -255,7 +260,9 @@ class ServiceSessionService(BaseSessionService):
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
-        prefix = f"adk:{escape(app_name)}:" + ("" if user_id is None else f"{escape(user_id)}:")
+        prefix = f"{self.namespace}:{escape(app_name)}:" + (
+            "" if user_id is None else f"{escape(user_id)}:"
+        )
         rows: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
@@ -267,13 +274,16 @@ class ServiceSessionService(BaseSessionService):
             cursor = page["next_cursor"]
             if cursor is None:
                 break
-        app_state = await self._shared_state(app_state_key(app_name))
+        app_state = await self._shared_state(app_state_key(app_name, namespace=self.namespace))
         user_ids = {row["metadata"]["adk"]["user_id"] for row in rows}
         user_states = dict(
             zip(
                 user_ids,
                 await asyncio.gather(
-                    *(self._shared_state(user_state_key(app_name, uid)) for uid in user_ids)
+                    *(
+                        self._shared_state(user_state_key(app_name, uid, namespace=self.namespace))
+                        for uid in user_ids
+                    )
                 ),
                 strict=True,
             )
@@ -296,7 +306,7 @@ class ServiceSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         session_id = session_id.strip() if session_id else session_id
-        key = session_key(app_name, user_id, session_id)
+        key = session_key(app_name, user_id, session_id, namespace=self.namespace)
         self._known.pop(key, None)
         try:
             await self.client.delete_session(key)
@@ -304,7 +314,7 @@ class ServiceSessionService(BaseSessionService):
             return
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return await self._shared_state(user_state_key(app_name, user_id))
+        return await self._shared_state(user_state_key(app_name, user_id, namespace=self.namespace))
 
     # --- events -------------------------------------------------------------------------
 
@@ -313,7 +323,7 @@ class ServiceSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        key = session_key(session.app_name, session.user_id, session.id)
+        key = session_key(session.app_name, session.user_id, session.id, namespace=self.namespace)
         try:
             result = await self.client.append_items(key, [event_item(event)])
         except NotFoundError as exc:
@@ -350,8 +360,8 @@ class ServiceSessionService(BaseSessionService):
         self, app_name: str, user_id: str
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         app_state, user_state = await asyncio.gather(
-            self._shared_state(app_state_key(app_name)),
-            self._shared_state(user_state_key(app_name, user_id)),
+            self._shared_state(app_state_key(app_name, namespace=self.namespace)),
+            self._shared_state(user_state_key(app_name, user_id, namespace=self.namespace)),
         )
         return app_state, user_state
 
@@ -370,10 +380,10 @@ class ServiceSessionService(BaseSessionService):
         if not delta:
             return
         if user_id is None:
-            key = app_state_key(app_name)
+            key = app_state_key(app_name, namespace=self.namespace)
             identity = {"kind": "app_state", "app_name": app_name}
         else:
-            key = user_state_key(app_name, user_id)
+            key = user_state_key(app_name, user_id, namespace=self.namespace)
             identity = {"kind": "user_state", "app_name": app_name, "user_id": user_id}
         for attempt in range(SHARED_STATE_ATTEMPTS):
             try:
