@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 PYTHON = ROOT / ".venv-adk" / "bin" / "python"
 SUITE = ROOT / "clients" / "python" / "tests_adk"
-EXPECTED = 10  # the tests in clients/python/tests_adk
+EXPECTED = 11  # the tests in clients/python/tests_adk
 
 
 def test_the_adk_adapter_suite_passes(service_url: str) -> None:
