@@ -5,8 +5,9 @@
 ADK's own services (``InMemorySessionService``, ``SqliteSessionService``):
 
 - Each ADK session ``(app_name, user_id, session_id)`` is one service session whose id is
-  ``adk:{app}:{user}:{session}`` (``namespace=`` replaces ``adk``). Each part is escaped (``%``, ``:``, ``/``, ``~`` and the
-  characters a session id may not hold become ``%XX`` of their UTF-8 bytes), so the id
+  ``adk:{app}:{user}:{session}`` (``namespace=`` replaces ``adk``). Each part is escaped
+  (``%``, ``:``, ``/``, ``~`` and the characters a session id may not hold become ``%XX`` of
+  their UTF-8 bytes), so the id
   prefix up to the last ``:`` is one user's sessions of one app: an API key confined to
   ``adk:{app}:`` or ``adk:{app}:{user}:`` sees exactly those, and a context request's
   ``recall: {scope: "prefix"}`` searches the user's other sessions of the app.
