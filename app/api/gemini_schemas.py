@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, WithJsonSchema, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    WithJsonSchema,
+    create_model,
+)
 
 from app.domain.formats.gemini import DATA_FIELDS, camel
 
@@ -134,6 +142,6 @@ class GeminiAppend(BaseModel):
     items: list[GeminiModelContent | GeminiUserContent] = Field(
         min_length=1, max_length=MAX_ITEMS_PER_APPEND
     )
-    system_instruction: str | GeminiSystemInstruction | list[str | GeminiSystemPart] | None = (
-        Field(None, description="Stored as one system item, first; comes back as sent")
+    system_instruction: str | GeminiSystemInstruction | list[str | GeminiSystemPart] | None = Field(
+        None, description="Stored as one system item, first; comes back as sent"
     )

@@ -87,9 +87,7 @@ IdempotencyKey = Annotated[
 ]
 Format = Annotated[
     FormatName,
-    Field(
-        description="Wire format: canonical, openai-chat, openai-responses, anthropic or gemini"
-    ),
+    Field(description="Wire format: canonical, openai-chat, openai-responses, anthropic or gemini"),
 ]
 Count = Annotated[int | None, Field(ge=1, le=MAX_SAFE_INTEGER)]
 Amount = Annotated[int | None, Field(ge=0, le=MAX_SAFE_INTEGER)]

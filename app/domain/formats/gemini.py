@@ -506,9 +506,7 @@ class _Content:
 def _system_instruction(summary: str | None, entries: Sequence[Entry]) -> Any:
     sources: list[str | Entry] = [] if summary is None else [summary]
     sources += [
-        e
-        for e in entries
-        if type(e.body) is MessageItem and e.body.role in ("system", "developer")
+        e for e in entries if type(e.body) is MessageItem and e.body.role in ("system", "developer")
     ]
     if not sources:
         return None
@@ -610,8 +608,9 @@ def render(
                     continue
                 contents.append(_Content(content, side, native=True))
                 continue
-            if last is not None and last.native and last.side == side:
-                last.content["parts"].extend(record["part"])
+            if last is not None and last.side == side and (last.native or continuation):
+                last.absorb(list(record["part"]))  # its content, or (a neighbour left out,
+                last.native = True  # or changed) the turn of its side before it
                 continue
             role = record.get("role")
             fresh = {"role": role, "parts": list(record["part"])} if role else {"parts": list(record["part"])}  # fmt: skip

@@ -82,9 +82,7 @@ def stable_prefix(
     prefix = builder.payload(settled)
     if format == "anthropic" and prefix.get("system") != payload.get("system"):
         return 0
-    if format == "gemini" and prefix.get("system_instruction") != payload.get(
-        "system_instruction"
-    ):
+    if format == "gemini" and prefix.get("system_instruction") != payload.get("system_instruction"):
         return 0
     common = 0
     for mine, theirs in zip(prefix[key], payload[key], strict=False):
