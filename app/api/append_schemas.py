@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, WithJsonSchema
 
+from app.api.gemini_schemas import GeminiAppend
 from app.domain.items import CORE_TYPES, ID_PATTERN, Role
 
 MAX_ITEMS_PER_APPEND = 1000  # the default of LIMITS__MAX_ITEMS_PER_APPEND
@@ -989,6 +990,6 @@ class AnthropicAppend(_Shape):
 
 
 AppendRequest = Annotated[
-    CanonicalAppend | OpenAIChatAppend | OpenAIResponsesAppend | AnthropicAppend,
+    CanonicalAppend | OpenAIChatAppend | OpenAIResponsesAppend | AnthropicAppend | GeminiAppend,
     Field(union_mode="left_to_right"),
 ]

@@ -53,10 +53,13 @@ def rendered_page(format: FormatName, items: Sequence[StoredItem]) -> dict[str, 
     payload = render_listing(format, items)
     # Each format names its list after its own API: canonical ``items``, Responses ``input``,
     # Chat and Anthropic ``messages``.
-    listed = next(payload[key] for key in ("items", "input", "messages") if key in payload)
+    listed = next(
+        payload[key] for key in ("items", "input", "messages", "contents") if key in payload
+    )
     out: dict[str, Any] = {"items": listed}
-    if "system" in payload:
-        out["system"] = payload["system"]
+    for key in ("system", "system_instruction"):  # anthropic's, gemini's
+        if key in payload:
+            out[key] = payload[key]
     out["notes"] = left_out(format, items)
     return out
 

@@ -36,7 +36,7 @@ from app.domain.items import (
 from app.domain.projection import Budget
 from app.domain.retention import MAX_RETENTION_SECONDS, RetentionConfig
 
-FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic", "gemini"]
 
 # The published form of ``JsonValue`` (pydantic states it as ``{}``): any JSON value. Integers
 # of any size are accepted and kept exact (``app.jsonutil``). Deliberately typeless: client
@@ -231,6 +231,9 @@ class ItemsAppend(_Strict):
     system: JsonValue = Field(
         None, description="Anthropic only: the top-level `system` (string or text blocks)"
     )
+    system_instruction: JsonValue = Field(
+        None, description="Gemini only: the `systemInstruction` (a Content or a string)"
+    )
 
     @classmethod
     def __get_pydantic_json_schema__(
@@ -370,10 +373,13 @@ class RenderedItemList(BaseModel):
     items: list[dict[str, JsonValue]] = Field(
         description="Provider items or messages: exactly as appended when appended in this "
         "format, else rendered in its idiom (`input` items for openai-responses, `messages` "
-        "for openai-chat and anthropic)"
+        "for openai-chat and anthropic, `contents` for gemini)"
     )
     system: JsonValue = Field(
         None, description="anthropic only: the page's system prompt, when it holds one"
+    )
+    system_instruction: JsonValue = Field(
+        None, description="gemini only: the page's system instruction, when it holds one"
     )
     next_cursor: int | None = Field(
         description="Pass as `after_seq` for the next page; null at the end"

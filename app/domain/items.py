@@ -324,7 +324,7 @@ def starts_message(item: StoredItem) -> bool:
     """Whether ``item`` starts a provider message (not a later item of a message that was
     stored as several items)."""
     record = item.record
-    if record is None or item.format not in ("openai-chat", "anthropic"):
+    if record is None or item.format not in ("openai-chat", "anthropic", "gemini"):
         return True
     return "part" not in record or "head" in record
 
@@ -381,6 +381,12 @@ _NOT_TEXT = frozenset(
         "background",
         "server_label",
         "mime_type",
+        # Gemini parts (REST camelCase; the SDK's snake_case)
+        "mimeType",
+        "fileUri",
+        "file_uri",
+        "thoughtSignature",
+        "thought_signature",
     }
 )
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/=_-]{256,}")

@@ -87,7 +87,7 @@ IdempotencyKey = Annotated[
 ]
 Format = Annotated[
     FormatName,
-    Field(description="Wire format: canonical, openai-chat, openai-responses or anthropic"),
+    Field(description="Wire format: canonical, openai-chat, openai-responses, anthropic or gemini"),
 ]
 Count = Annotated[int | None, Field(ge=1, le=MAX_SAFE_INTEGER)]
 Amount = Annotated[int | None, Field(ge=0, le=MAX_SAFE_INTEGER)]
@@ -304,6 +304,9 @@ def _items_and_context(server: MCPServer) -> None:
         system: Annotated[
             Any, Field(description="`anthropic` only: the request's system prompt")
         ] = None,
+        system_instruction: Annotated[
+            Any, Field(description="`gemini` only: the request's `systemInstruction`")
+        ] = None,
         create: Annotated[
             bool, Field(description="Create the session if it does not exist")
         ] = False,
@@ -316,9 +319,16 @@ def _items_and_context(server: MCPServer) -> None:
             fields: dict[str, Any] = {"format": format, "items": items}
             if system is not None:
                 fields["system"] = system
+            if system_instruction is not None:
+                fields["system_instruction"] = system_instruction
             body: ItemsAppend = _validated(ItemsAppend, fields)
             idem = _idempotency(idempotency_key, "append_items", sid, {**fields, "create": create})
-            batch = items_service.ingest_batch(body.format, body.items, system=body.system)
+            batch = items_service.ingest_batch(
+                body.format,
+                body.items,
+                system=body.system,
+                system_instruction=body.system_instruction,
+            )
             encoded = await items_service.append_items(
                 rt,
                 actor,

@@ -66,9 +66,11 @@ class Measured:
     record_json: str  # what is stored, encoded once: measured here, written by the append
 
 
-def ingest_batch(fmt: str, raw_items: list[Any], *, system: Any = None) -> list[NewItem]:
+def ingest_batch(
+    fmt: str, raw_items: list[Any], *, system: Any = None, system_instruction: Any = None
+) -> list[NewItem]:
     """Normalise a batch written in ``fmt`` (the formats module knows every wire format)."""
-    return ingest(fmt, raw_items, system=system)
+    return ingest(fmt, raw_items, system=system, system_instruction=system_instruction)
 
 
 def _stored(

@@ -426,6 +426,21 @@ def test_chat_messages_come_back_exactly_as_written(sm: SessionMemoryClient, new
     assert sm.list_items(new_id, format="openai-chat")["items"] == CHAT_TURN
 
 
+def test_gemini_contents_come_back_exactly_as_written(sm: SessionMemoryClient, new_id: str) -> None:
+    contents = [
+        {"role": "user", "parts": [{"text": "List files."}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {"output": "a.py"}}}]},
+        {"role": "model", "parts": [{"text": "One file."}]},
+    ]  # fmt: skip
+    system = {"parts": [{"text": "Be terse."}]}
+    sm.append_items(new_id, contents, format="gemini", system_instruction=system, create=True)
+    page = sm.list_items(new_id, format="gemini")
+    assert page["items"] == contents and page["system_instruction"] == system
+    context = sm.get_context(new_id, "gemini")
+    assert context["contents"] == contents and context["system_instruction"] == system
+
+
 def test_one_async_client_serves_several_event_loops_and_threads(
     live_server: ServerProcess, new_id: str
 ) -> None:

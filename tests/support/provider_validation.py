@@ -236,6 +236,91 @@ def validate_anthropic(payload: Mapping[str, Any]) -> None:
                 raise PayloadError(f"messages[{k}]: tool_use without a following user message")
 
 
+# -- Gemini -------------------------------------------------------------------------------------
+
+
+def _gemini_kind(part: Mapping[str, Any]) -> str | None:
+    for snake in ("function_call", "function_response"):
+        camel = snake.split("_")[0] + snake.split("_")[1].title()
+        if part.get(camel) is not None or part.get(snake) is not None:
+            return snake
+    return None
+
+
+def _gemini_spec(part: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    camel = kind.split("_")[0] + kind.split("_")[1].title()
+    spec = part.get(camel)
+    return spec if spec is not None else part[kind]  # type: ignore[no-any-return]
+
+
+def validate_gemini(payload: Mapping[str, Any]) -> None:
+    """``system_instruction`` and every content validated by the ``google-genai`` SDK's own
+    pydantic types (``extra="forbid"``: an unknown key fails; camelCase and snake_case both
+    read, as the SDK does); the turn rules the types cannot express: roles ``user`` /
+    ``model`` (none reads as user) alternating from a user turn, no content without parts, and
+    every model turn with function calls answered by the very next user turn, whose
+    ``functionResponse`` parts answer exactly those calls (by ``id``, or by name where the
+    calls have none); no function response anywhere else."""
+    from google.genai import types as gt
+
+    extra = set(payload) - {"system_instruction", "contents"}
+    if extra:
+        raise PayloadError(f"unexpected payload keys {extra}")
+    system = payload.get("system_instruction")
+    if system is not None and not isinstance(system, str):
+        try:
+            content = gt.Content.model_validate(system)
+        except ValidationError as exc:
+            raise PayloadError(f"system_instruction: {exc}") from exc
+        if not content.parts or any(p.text is None for p in content.parts):
+            raise PayloadError("system_instruction: text parts only, at least one")
+    contents = payload["contents"]
+    previous: str | None = None
+    waiting: list[Mapping[str, Any]] = []  # the calls of the model turn just before
+    for k, content in enumerate(contents):
+        try:
+            gt.Content.model_validate(content)
+        except ValidationError as exc:
+            raise PayloadError(f"contents[{k}]: {exc}") from exc
+        role = content.get("role") or "user"
+        if role == "function":
+            role = "user"
+        if role not in ("user", "model"):
+            raise PayloadError(f"contents[{k}]: role {role!r}")
+        if k == 0 and role != "user":
+            raise PayloadError("the first content must be a user turn")
+        if previous == role:
+            raise PayloadError(f"contents[{k}]: roles must alternate")
+        parts = content["parts"]
+        if not parts:
+            raise PayloadError(f"contents[{k}]: no parts")
+        calls = [
+            _gemini_spec(p, "function_call") for p in parts if _gemini_kind(p) == "function_call"
+        ]
+        responses = [
+            _gemini_spec(p, "function_response")
+            for p in parts
+            if _gemini_kind(p) == "function_response"
+        ]
+        if role == "model" and responses:
+            raise PayloadError(f"contents[{k}]: a function response in a model turn")
+        if role == "user" and calls:
+            raise PayloadError(f"contents[{k}]: a function call in a user turn")
+        if responses or waiting:
+            if any(c.get("id") is not None for c in waiting):
+                want = sorted(str(c.get("id")) for c in waiting)
+                got = sorted(str(r.get("id")) for r in responses)
+            else:
+                want = sorted(c["name"] for c in waiting)
+                got = sorted(r["name"] for r in responses)
+            if want != got:
+                raise PayloadError(f"contents[{k}]: function responses {got} answer {want}")
+        waiting = calls
+        previous = role
+    if waiting:
+        raise PayloadError("the last model turn's function calls are not answered")
+
+
 def validate_payload(format: str, payload: Mapping[str, Any]) -> None:
     """Validate a context payload of any provider format (canonical is not checked here)."""
     if format == "openai-chat":
@@ -246,6 +331,8 @@ def validate_payload(format: str, payload: Mapping[str, Any]) -> None:
         validate_openai_responses(payload["input"])
     elif format == "anthropic":
         validate_anthropic(payload)
+    elif format == "gemini":
+        validate_gemini(payload)
 
 
 # == Faithful validators: every member of the SDK unions ====================================
@@ -720,6 +807,13 @@ def validate_item_faithful(format: str, item: Any, *, where: str = "item") -> No
         validate_chat_message(item, where=where)
     elif format == "anthropic":
         validate_anthropic_message(item, where=where)
+    elif format == "gemini":
+        from google.genai import types as gt
+
+        try:
+            gt.Content.model_validate(item)
+        except ValidationError as exc:
+            raise PayloadError(f"{where}: {exc}") from exc
     else:
         raise PayloadError(f"unknown format {format!r}")
 
@@ -736,5 +830,7 @@ def validate_payload_faithful(format: str, payload: Mapping[str, Any]) -> None:
         validate_openai_responses_faithful(payload["input"])
     elif format == "anthropic":
         validate_anthropic_faithful(payload)
+    elif format == "gemini":
+        validate_gemini(payload)
     else:
         raise PayloadError(f"unknown format {format!r}")

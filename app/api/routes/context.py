@@ -99,14 +99,16 @@ class ContextReportRead(BaseModel):
     notes: list[str]
     tokenizer: Tokenizer
     stable_prefix: int = Field(
-        description="Leading payload messages (`items`, `messages` or `input`) the next reads "
+        description="Leading payload messages (`items`, `messages`, `input` or `contents`) the "
+        "next reads "
         "repeat byte for byte while only appends happen, until the next step of a stable cut"
     )
 
 
 class ContextRead(BaseModel):
     """The payload field depends on `format`: `items` (canonical), `messages` (openai-chat),
-    `input` (openai-responses), `system` + `messages` (anthropic)."""
+    `input` (openai-responses), `system` + `messages` (anthropic), `system_instruction` +
+    `contents` (gemini)."""
 
     format: FormatName
     version: int
@@ -114,6 +116,8 @@ class ContextRead(BaseModel):
     messages: list[dict[str, JsonValue]] | None = None
     input: list[dict[str, JsonValue]] | None = None
     system: JsonValue = None
+    system_instruction: JsonValue = None
+    contents: list[dict[str, JsonValue]] | None = None
     report: ContextReportRead
 
 

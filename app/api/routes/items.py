@@ -71,7 +71,9 @@ async def append_items(request: Request, body: ItemsAppend) -> Response:
     session_id, create, if_match, idempotency_key = read_all(request, _APPEND_PARAMETERS)
     version = expected_version(if_match)
     idem = idempotency_of(request, idempotency_key, await request.body())
-    batch = service.ingest_batch(body.format, body.items, system=body.system)
+    batch = service.ingest_batch(
+        body.format, body.items, system=body.system, system_instruction=body.system_instruction
+    )
     encoded = await service.append_items(
         runtime_of(request),
         actor_of(request),

@@ -1,12 +1,14 @@
 """Wire formats: ingest a batch written in a format, render canonical items into a format.
 
-One module per format (``canonical``, ``openai_chat``, ``openai_responses``, ``anthropic``);
+One module per format (``canonical``, ``openai_chat``, ``openai_responses``, ``anthropic``,
+``gemini``);
 each module docstring states its mapping and its token counting rule.
 
 Invariants:
 - ``ingest`` is all-or-nothing: it returns ``NewItem``s for the whole batch or raises
   ``InvalidInput`` listing every problem (``loc`` starts with ``["items", index, ...]``, or
-  ``["items", "system", ...]`` for the Anthropic system).
+  ``["items", "system", ...]`` for the Anthropic system, ``["system_instruction", ...]`` for
+  Gemini's).
 - Faithful storage (DESIGN §1): in a provider format every item or message is kept exactly as
   sent, in its ``record``; the canonical ``body`` is a view of it for the projection, derived
   again from the record whenever it is loaded (``decode``). Nothing is dropped or rewritten.
@@ -31,10 +33,12 @@ from app.domain.errors import InvalidInput
 from app.domain.items import CanonicalItem, ImagePart, NewItem, OtherPart, StoredItem
 from app.domain.tokens import DEFAULT_TOKENIZER, TokenizerName
 
-from . import anthropic, canonical, openai_chat, openai_responses
+from . import anthropic, canonical, gemini, openai_chat, openai_responses
 from ._common import Entry, TokenCache, Usage, entries_of, image_to_anthropic_source
 
-FormatName: TypeAlias = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+FormatName: TypeAlias = Literal[
+    "canonical", "openai-chat", "openai-responses", "anthropic", "gemini"
+]
 FORMAT_NAMES: tuple[FormatName, ...] = get_args(FormatName)
 
 _Render = Callable[[str | None, Sequence[Entry]], dict[str, Any]]
@@ -43,18 +47,21 @@ _RENDER: dict[str, _Render] = {
     "openai-chat": openai_chat.render,
     "openai-responses": openai_responses.render,
     "anthropic": anthropic.render,
+    "gemini": gemini.render,
 }
 _COUNT: dict[str, Callable[[dict[str, Any], Usage], None]] = {
     "canonical": canonical.count,
     "openai-chat": openai_chat.count,
     "openai-responses": openai_responses.count,
     "anthropic": anthropic.count,
+    "gemini": gemini.count,
 }
 _REPRESENTABLE: dict[str, Callable[[CanonicalItem, str], bool]] = {
     "canonical": canonical.representable,
     "openai-chat": openai_chat.representable,
     "openai-responses": openai_responses.representable,
     "anthropic": anthropic.representable,
+    "gemini": gemini.representable,
 }
 
 
@@ -66,19 +73,34 @@ def _check_format(format: str) -> None:
         )
 
 
-def ingest(format: FormatName, items: list[Any], *, system: Any = None) -> list[NewItem]:
+def ingest(
+    format: FormatName, items: list[Any], *, system: Any = None, system_instruction: Any = None
+) -> list[NewItem]:
     """Normalise a batch written in ``format`` to canonical ``NewItem``s (all-or-nothing).
 
-    ``system`` is the Anthropic top-level system prompt (a string or a list of text blocks);
-    it becomes a canonical system message placed first. Any other format rejects it.
+    ``system`` is the Anthropic top-level system prompt (a string or a list of text blocks),
+    ``system_instruction`` Gemini's (a ``Content`` or a string); either becomes a canonical
+    system message placed first. Any other format rejects them.
     """
     _check_format(format)
     if not isinstance(items, list):
         raise InvalidInput(
             "items must be a list", errors=[{"loc": ["items"], "msg": "must be a list"}]
         )
+    if system_instruction is not None and format != "gemini":
+        raise InvalidInput(
+            "system_instruction is only accepted with the gemini format",
+            errors=[{"loc": ["system_instruction"], "msg": "only accepted with format=gemini"}],
+        )
     if format == "anthropic":
         return anthropic.ingest(items, system=system)
+    if format == "gemini" and system is not None:
+        raise InvalidInput(
+            "gemini takes its system prompt as system_instruction",
+            errors=[{"loc": ["system"], "msg": "with format=gemini, send system_instruction"}],
+        )
+    if format == "gemini":
+        return gemini.ingest(items, system_instruction=system_instruction)
     if system is not None:
         raise InvalidInput(
             "system is only accepted with the anthropic format",
@@ -111,6 +133,8 @@ def render_listing(format: FormatName, items: Sequence[StoredItem]) -> dict[str,
     _check_format(format)
     if format == "anthropic":
         return anthropic.render(None, entries_of(items), continuation=False)
+    if format == "gemini":
+        return gemini.render(None, entries_of(items), continuation=False)
     return _RENDER[format](None, entries_of(items))
 
 
@@ -118,6 +142,7 @@ _DECODE: dict[str, Callable[[dict[str, Any]], CanonicalItem]] = {
     "openai-chat": openai_chat.decode_record,
     "openai-responses": openai_responses.decode_record,
     "anthropic": anthropic.decode_record,
+    "gemini": gemini.decode_record,
 }
 
 
@@ -164,6 +189,12 @@ def degraded_parts(
         for part in parts:
             if type(part) is OtherPart:
                 counts[part.type] = counts.get(part.type, 0) + 1
+            elif type(part) is ImagePart and format == "gemini":
+                in_output = kind == "function_call_output"
+                if role in ("system", "developer") or not gemini.image_usable(
+                    part, in_output=in_output
+                ):
+                    counts["image"] = counts.get("image", 0) + 1
             elif type(part) is ImagePart and format != "openai-responses":
                 usable = role == "user" or kind == "function_call_output"
                 if format == "openai-chat" and (part.url is None or kind != "message"):

@@ -194,8 +194,8 @@ def decode_record(record: dict[str, Any]) -> CanonicalItem:
 
 
 def representable(body: CanonicalItem, origin: str) -> bool:
-    if isinstance(body, ReasoningItem):
-        return body.signature is None and not body.redacted
+    if isinstance(body, ReasoningItem):  # OpenAI-style (a Gemini thought is Gemini's own)
+        return body.signature is None and not body.redacted and origin != "gemini"
     if type(body) is OpaqueItem:
         return origin in (FORMAT, "canonical")
     return True
@@ -262,7 +262,9 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
             out.append({"type": "function_call_output", "call_id": body.call_id, "output": output})
         elif type(body) is OpaqueItem:
             out.append(body.data)
-        elif isinstance(body, ReasoningItem) and representable(body, "canonical"):
+        elif isinstance(body, ReasoningItem) and representable(
+            body, "canonical" if entry.stored is None else entry.stored.format
+        ):
             item: dict[str, Any] = {"type": "reasoning"}
             stored = entry.stored
             if stored is not None:  # trimmed reasoning keeps its own id (DESIGN §2, tier 2)

@@ -31,6 +31,7 @@ MESSAGES_KEY: dict[str, str] = {
     "openai-chat": "messages",
     "openai-responses": "input",
     "anthropic": "messages",
+    "gemini": "contents",
 }
 MAX_BREAKPOINTS = 4
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
@@ -80,6 +81,8 @@ def stable_prefix(
         return max(0, len(payload[key]) - len(rest[key]) - 1)
     prefix = builder.payload(settled)
     if format == "anthropic" and prefix.get("system") != payload.get("system"):
+        return 0
+    if format == "gemini" and prefix.get("system_instruction") != payload.get("system_instruction"):
         return 0
     common = 0
     for mine, theirs in zip(prefix[key], payload[key], strict=False):

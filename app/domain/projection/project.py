@@ -134,7 +134,7 @@ def project_context(
             follower is not None
             and can_render[follower]
             and carried[i]
-            and (format != "anthropic" or i not in trimmed)
+            and (format not in ("anthropic", "gemini") or i not in trimmed)
         )
     cache = TokenCache(budget.tokenizer)
     builder = Builder(

@@ -116,10 +116,11 @@ def selection_notes(
                 unrepresentable += 1
             elif i in trimmed and can_render[follower]:
                 n_trimmed += 1
-    if n_trimmed and format == "anthropic":
-        # A thinking block is sent whole (text and signature) or not at all: trimmed, it is
-        # left out, and the note says so (it is among ``dropped_ranges``, and no limit did it).
-        notes.append(f"tier2: trimmed {n_trimmed} reasoning items; anthropic left them out")
+    if n_trimmed and format in ("anthropic", "gemini"):
+        # A thinking block (a Gemini thought) is sent whole (text and signature) or not at
+        # all: trimmed, it is left out, and the note says so (it is among ``dropped_ranges``,
+        # and no limit did it).
+        notes.append(f"tier2: trimmed {n_trimmed} reasoning items; {format} left them out")
     elif n_trimmed:
         notes.append(f"tier2: trimmed {n_trimmed} reasoning items")
     if sel_dangling and drop_dangling:

@@ -58,7 +58,7 @@ def item_costs(
     previous = ""
     stored_tokens = cache.tokenizer == DEFAULT_TOKENIZER
     chat = format == "openai-chat"
-    anthropic = format == "anthropic"
+    anthropic = format in ("anthropic", "gemini")  # turns of one side merge
     for i, kind in enumerate(kinds):
         if not can_render[i]:
             continue

@@ -225,10 +225,13 @@ def append_items(
     create: bool,
     if_match: int | str | None,
     idempotency_key: str | None,
+    system_instruction: Any = None,
 ) -> Call:
     body: dict[str, Any] = {"format": format, "items": [dict(i) for i in items]}
     if system is not None:
         body["system"] = system
+    if system_instruction is not None:
+        body["system_instruction"] = system_instruction
     return Call(
         "POST",
         f"/v1/sessions/{seg(session_id)}/items",

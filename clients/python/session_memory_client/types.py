@@ -18,7 +18,7 @@ Item = dict[str, Any]
 """A stored item (canonical fields plus the envelope), or a provider item when read with
 ``format=``."""
 
-Format = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+Format = Literal["canonical", "openai-chat", "openai-responses", "anthropic", "gemini"]
 CompactPolicy = Literal["window", "structured", "llm"]
 SearchScope = Literal["memory", "history"]
 
@@ -71,11 +71,13 @@ class _ItemPage(TypedDict):
 
 class ItemPage(_ItemPage, total=False):
     """A page of working memory. Read with ``format=``, it also has ``format``, ``notes``
-    (what that format cannot carry and was left out) and, for ``anthropic``, ``system``."""
+    (what that format cannot carry and was left out) and, for ``anthropic``, ``system``
+    (for ``gemini``, ``system_instruction``)."""
 
     format: Format
     notes: list[str]
     system: JSON
+    system_instruction: JSON
 
 
 class _PopResult(TypedDict):
@@ -112,7 +114,8 @@ class ContextReport(TypedDict):
 class Context(TypedDict, total=False):
     """The projected prompt. Which payload keys are present depends on ``format``: ``items``
     (canonical), ``messages`` (openai-chat), ``input`` (openai-responses), ``system`` and
-    ``messages`` (anthropic). ``format``, ``version`` and ``report`` are always there."""
+    ``messages`` (anthropic), ``system_instruction`` and ``contents`` (gemini). ``format``,
+    ``version`` and ``report`` are always there."""
 
     format: Format
     version: int
@@ -120,6 +123,8 @@ class Context(TypedDict, total=False):
     messages: list[dict[str, JSON]]
     input: list[dict[str, JSON]]
     system: JSON
+    system_instruction: JSON
+    contents: list[dict[str, JSON]]
     report: ContextReport
 
 

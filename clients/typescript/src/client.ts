@@ -189,7 +189,8 @@ export class SessionMemoryClient {
   // --- items ---------------------------------------------------------------------------------
 
   /** Append a batch atomically: `{ format, items }` in `canonical` (the default),
-   * `openai-chat`, `openai-responses` or `anthropic` (which also takes `system`). Items are
+   * `openai-chat`, `openai-responses`, `anthropic` (which also takes `system`) or `gemini`
+   * (Gemini `contents`, which also takes `system_instruction`). Items are
    * stored exactly as sent. Retried with the same `Idempotency-Key`, so it lands once. */
   appendItems(sessionId: string, body: Append, options: AppendOptions = {}): Promise<AppendResult> {
     return this.#send({
@@ -265,7 +266,8 @@ export class SessionMemoryClient {
   // --- context and compaction ----------------------------------------------------------------
 
   /** The next-turn prompt in `format` (default `canonical`): `items`, `messages` (openai-chat),
-   * `input` (openai-responses) or `system` + `messages` (anthropic), and its `report`. Budget
+   * `input` (openai-responses), `system` + `messages` (anthropic) or `system_instruction` +
+   * `contents` (gemini), and its `report`. Budget
    * fields (`max_tokens`, `max_items`, `max_chars`, `tokenizer`, ...) override the session's
    * `config.context`; `null` lifts one. Never changes the session. */
   getContext(sessionId: string, request: ContextRequest = {}, options: CallOptions = {}): Promise<Context> {

@@ -1635,14 +1635,15 @@ export interface components {
         /**
          * ContextRead
          * @description The payload field depends on `format`: `items` (canonical), `messages` (openai-chat),
-         *     `input` (openai-responses), `system` + `messages` (anthropic).
+         *     `input` (openai-responses), `system` + `messages` (anthropic), `system_instruction` +
+         *     `contents` (gemini).
          */
         ContextRead: {
             /**
              * Format
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /** Version */
             version: number;
             /** Items */
@@ -1656,6 +1657,11 @@ export interface components {
                 [key: string]: components["schemas"]["JsonValue"];
             }[] | null;
             system?: components["schemas"]["JsonValue"];
+            system_instruction?: components["schemas"]["JsonValue"];
+            /** Contents */
+            contents?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            }[] | null;
             report: components["schemas"]["ContextReportRead"];
         };
         /** ContextReportRead */
@@ -1690,7 +1696,7 @@ export interface components {
             tokenizer: "o200k_base" | "cl100k_base" | "approx";
             /**
              * Stable Prefix
-             * @description Leading payload messages (`items`, `messages` or `input`) the next reads repeat byte for byte while only appends happen, until the next step of a stable cut
+             * @description Leading payload messages (`items`, `messages`, `input` or `contents`) the next reads repeat byte for byte while only appends happen, until the next step of a stable cut
              */
             stable_prefix: number;
         };
@@ -1704,7 +1710,7 @@ export interface components {
              * @default canonical
              * @enum {string}
              */
-            format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Max Items
              * @description Canonical items in the prompt
@@ -2169,6 +2175,885 @@ export interface components {
             /** Is Error */
             is_error?: boolean | null;
         };
+        /**
+         * GeminiAppend
+         * @description Gemini API `contents`, with the optional `system_instruction` (REST camelCase, or the
+         *     Python SDK's snake_case: each stored as sent).
+         */
+        GeminiAppend: {
+            /**
+             * Format
+             * @constant
+             */
+            format: "gemini";
+            /** Items */
+            items: (components["schemas"]["GeminiModelContent"] | components["schemas"]["GeminiUserContent"])[];
+            /**
+             * System Instruction
+             * @description Stored as one system item, first; comes back as sent
+             */
+            system_instruction?: string | components["schemas"]["GeminiSystemInstruction"] | (string | components["schemas"]["GeminiSystemPart"])[] | null;
+        };
+        /**
+         * GeminiCodeExecutionResultPart
+         * @description A part holding `codeExecutionResult`
+         */
+        GeminiCodeExecutionResultPart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult: unknown;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiCodeExecutionResultPartSnake
+         * @description A part holding `code_execution_result`
+         */
+        GeminiCodeExecutionResultPartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result: unknown;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiExecutableCodePart
+         * @description A part holding `executableCode`
+         */
+        GeminiExecutableCodePart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode: unknown;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiExecutableCodePartSnake
+         * @description A part holding `executable_code`
+         */
+        GeminiExecutableCodePartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code: unknown;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFileDataPart
+         * @description A part holding `fileData`
+         */
+        GeminiFileDataPart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData: unknown;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFileDataPartSnake
+         * @description A part holding `file_data`
+         */
+        GeminiFileDataPartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data: unknown;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionCall
+         * @description A `FunctionCall`: pairs with its response by `id`, or by name and order without one.
+         */
+        GeminiFunctionCall: {
+            /** Name */
+            name: string;
+            /** Id */
+            id?: string | null;
+            /** Args */
+            args?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionCallPart
+         * @description A part holding `functionCall`
+         */
+        GeminiFunctionCallPart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            functionCall: components["schemas"]["GeminiFunctionCall"];
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionCallPartSnake
+         * @description A part holding `function_call`
+         */
+        GeminiFunctionCallPartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            function_call: components["schemas"]["GeminiFunctionCall"];
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionResponse
+         * @description A `FunctionResponse`: `response` `{"output": ...}` or `{"error": ...}` reads as text,
+         *     any other object as its JSON; `parts` (a multimodal result) are kept as sent.
+         */
+        GeminiFunctionResponse: {
+            /** Name */
+            name: string;
+            /** Id */
+            id?: string | null;
+            /** Response */
+            response?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /** Parts */
+            parts?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            }[] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionResponsePart
+         * @description A part holding `functionResponse`
+         */
+        GeminiFunctionResponsePart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            functionResponse: components["schemas"]["GeminiFunctionResponse"];
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiFunctionResponsePartSnake
+         * @description A part holding `function_response`
+         */
+        GeminiFunctionResponsePartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            function_response: components["schemas"]["GeminiFunctionResponse"];
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiInlineDataPart
+         * @description A part holding `inlineData`
+         */
+        GeminiInlineDataPart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData: unknown;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiInlineDataPartSnake
+         * @description A part holding `inline_data`
+         */
+        GeminiInlineDataPartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data: unknown;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiModelContent
+         * @description A `Content` the model wrote: text, thoughts, function calls, code it ran, ...
+         */
+        GeminiModelContent: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Role
+             * @constant
+             */
+            role: "model";
+            /** Parts */
+            parts: (components["schemas"]["GeminiTextPart"] | components["schemas"]["GeminiInlineDataPart"] | components["schemas"]["GeminiInlineDataPartSnake"] | components["schemas"]["GeminiFileDataPart"] | components["schemas"]["GeminiFileDataPartSnake"] | components["schemas"]["GeminiFunctionCallPart"] | components["schemas"]["GeminiFunctionCallPartSnake"] | components["schemas"]["GeminiExecutableCodePart"] | components["schemas"]["GeminiExecutableCodePartSnake"] | components["schemas"]["GeminiCodeExecutionResultPart"] | components["schemas"]["GeminiCodeExecutionResultPartSnake"] | components["schemas"]["GeminiToolCallPart"] | components["schemas"]["GeminiToolCallPartSnake"] | components["schemas"]["GeminiToolResponsePart"] | components["schemas"]["GeminiToolResponsePartSnake"] | components["schemas"]["GeminiPartWithoutData"])[];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiPartWithoutData
+         * @description A part without a data field (metadata only, such as a lone `thoughtSignature`)
+         */
+        GeminiPartWithoutData: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiSystemInstruction
+         * @description A `Content` used as the system instruction (its `role` is ignored).
+         */
+        GeminiSystemInstruction: {
+            /** Parts */
+            parts: (string | components["schemas"]["GeminiSystemPart"])[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** GeminiSystemPart */
+        GeminiSystemPart: {
+            /** Text */
+            text?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiTextPart
+         * @description A part holding `text`
+         */
+        GeminiTextPart: {
+            /** Text */
+            text: string;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiToolCallPart
+         * @description A part holding `toolCall`
+         */
+        GeminiToolCallPart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall: unknown;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiToolCallPartSnake
+         * @description A part holding `tool_call`
+         */
+        GeminiToolCallPartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call: unknown;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiToolResponsePart
+         * @description A part holding `toolResponse`
+         */
+        GeminiToolResponsePart: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse: unknown;
+            /** Tool Response */
+            tool_response?: null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiToolResponsePartSnake
+         * @description A part holding `tool_response`
+         */
+        GeminiToolResponsePartSnake: {
+            /** Text */
+            text?: null;
+            /** Inlinedata */
+            inlineData?: null;
+            /** Inline Data */
+            inline_data?: null;
+            /** Filedata */
+            fileData?: null;
+            /** File Data */
+            file_data?: null;
+            /** Functioncall */
+            functionCall?: null;
+            /** Function Call */
+            function_call?: null;
+            /** Functionresponse */
+            functionResponse?: null;
+            /** Function Response */
+            function_response?: null;
+            /** Executablecode */
+            executableCode?: null;
+            /** Executable Code */
+            executable_code?: null;
+            /** Codeexecutionresult */
+            codeExecutionResult?: null;
+            /** Code Execution Result */
+            code_execution_result?: null;
+            /** Toolcall */
+            toolCall?: null;
+            /** Tool Call */
+            tool_call?: null;
+            /** Toolresponse */
+            toolResponse?: null;
+            /** Tool Response */
+            tool_response: unknown;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * GeminiUserContent
+         * @description A user `Content` (no `role` reads as `user`; `function`, the older role of function
+         *     responses, too): text, media, function responses, ...
+         */
+        GeminiUserContent: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /** Role */
+            role?: ("user" | "function") | null;
+            /** Parts */
+            parts: (components["schemas"]["GeminiTextPart"] | components["schemas"]["GeminiInlineDataPart"] | components["schemas"]["GeminiInlineDataPartSnake"] | components["schemas"]["GeminiFileDataPart"] | components["schemas"]["GeminiFileDataPartSnake"] | components["schemas"]["GeminiFunctionResponsePart"] | components["schemas"]["GeminiFunctionResponsePartSnake"] | components["schemas"]["GeminiExecutableCodePart"] | components["schemas"]["GeminiExecutableCodePartSnake"] | components["schemas"]["GeminiCodeExecutionResultPart"] | components["schemas"]["GeminiCodeExecutionResultPartSnake"] | components["schemas"]["GeminiToolCallPart"] | components["schemas"]["GeminiToolCallPartSnake"] | components["schemas"]["GeminiToolResponsePart"] | components["schemas"]["GeminiToolResponsePartSnake"] | components["schemas"]["GeminiPartWithoutData"])[];
+        } & {
+            [key: string]: unknown;
+        };
         /** Health */
         Health: {
             /**
@@ -2217,7 +3102,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default function_call
@@ -2274,7 +3159,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default function_call_output
@@ -2341,7 +3226,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default message
@@ -2397,7 +3282,7 @@ export interface components {
              * Format
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
         } & {
             [key: string]: unknown;
         };
@@ -2441,7 +3326,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default reasoning
@@ -2533,7 +3418,7 @@ export interface components {
          * ItemsAppend
          * @description A batch in one wire format, chosen by `format` (default `canonical`); atomic: all items or none. Every item or message may carry the envelope keys `pinned` and `metadata`; in `canonical`, also `id` (the item's id; in a provider format `id` is the provider's data).
          */
-        ItemsAppend: components["schemas"]["CanonicalAppend"] | components["schemas"]["OpenAIChatAppend"] | components["schemas"]["OpenAIResponsesAppend"] | components["schemas"]["AnthropicAppend"];
+        ItemsAppend: components["schemas"]["CanonicalAppend"] | components["schemas"]["OpenAIChatAppend"] | components["schemas"]["OpenAIResponsesAppend"] | components["schemas"]["AnthropicAppend"] | components["schemas"]["GeminiAppend"];
         /** @description Any JSON value */
         JsonValue: unknown;
         /** MessageCreate */
@@ -2774,16 +3659,18 @@ export interface components {
              * Format
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Items
-             * @description Provider items or messages: exactly as appended when appended in this format, else rendered in its idiom (`input` items for openai-responses, `messages` for openai-chat and anthropic)
+             * @description Provider items or messages: exactly as appended when appended in this format, else rendered in its idiom (`input` items for openai-responses, `messages` for openai-chat and anthropic, `contents` for gemini)
              */
             items: {
                 [key: string]: components["schemas"]["JsonValue"];
             }[];
             /** @description anthropic only: the page's system prompt, when it holds one */
             system?: components["schemas"]["JsonValue"];
+            /** @description gemini only: the page's system instruction, when it holds one */
+            system_instruction?: components["schemas"]["JsonValue"];
             /**
              * Next Cursor
              * @description Pass as `after_seq` for the next page; null at the end
@@ -4491,7 +5378,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default function_call
@@ -4537,7 +5424,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default function_call_output
@@ -4583,7 +5470,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default message
@@ -4632,7 +5519,7 @@ export interface components {
              * Format
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
         } & {
             [key: string]: unknown;
         };
@@ -4665,7 +5552,7 @@ export interface components {
              * @description The format the item was appended in; `GET .../items?format=` with it gives the item back exactly as it was sent
              * @enum {string}
              */
-            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+            format: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             /**
              * Type
              * @default reasoning
@@ -5763,7 +6650,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Also return the popped item in this format as `rendered` (exactly as it was appended, when appended in it; null if the format cannot carry it) */
-                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             };
             header?: {
                 /** @description Session version the write expects, e.g. `"7"`; 412 if it differs */
@@ -6008,7 +6895,7 @@ export interface operations {
                 /** @description The newest N items, oldest first */
                 last?: number;
                 /** @description `canonical`: stored items with their envelope; a provider format: its own items or messages, exactly as appended in it (a page never ends inside a provider message) */
-                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
             };
             header?: never;
             path: {
@@ -6819,7 +7706,7 @@ export interface operations {
     getContext: {
         parameters: {
             query?: {
-                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+                format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
                 max_items?: number;
                 max_chars?: number;
                 max_tokens?: number;

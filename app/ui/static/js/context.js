@@ -79,6 +79,7 @@ const PROVIDER = {
   "openai-chat": "OpenAI Chat Completions",
   "openai-responses": "OpenAI Responses",
   anthropic: "Anthropic Messages",
+  gemini: "Gemini generateContent",
 };
 
 const SEGMENTS = ["system", "summary", "messages", "tool calls", "tool outputs", "reasoning", "other", "format overhead"];
