@@ -20,6 +20,7 @@ message already indexed, or when the same query was embedded lately (``QUERY_VEC
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -109,66 +110,80 @@ async def recall_context(
             notes.append("recall: no query (no user message, and none asked)")
             return recall_into(projected, [], budget=budget, format=format, query=None, notes=notes)
         query = query.strip()[:MAX_QUERY_CHARS]
-        prefix = recall_prefix(state.id, actor.session_prefix) if spec.scope == "prefix" else None
-        others: list[str] = []
-        if prefix is not None:
-            others = await repo.prefix_sessions(
-                tenant, prefix, exclude=state.id, limit=MAX_PREFIX_SESSIONS, live_at=utcnow()
+        # The query's vector: the stored one when the query is the newest user message and the
+        # index has it; else embedded meanwhile, while the candidates are read.
+        stored: np.ndarray | None = None
+        embedding: asyncio.Future[np.ndarray] | None = None
+        if embedder is not None:
+            if (
+                spec.query is None
+                and newest is not None
+                and newest.vector is not None
+                and newest.dims == embedder.dimensions
+            ):
+                stored = np.frombuffer(newest.vector, dtype="<f4")
+            else:
+                embedding = asyncio.ensure_future(_query_vector(embedder, query))
+        try:
+            prefix = (
+                recall_prefix(state.id, actor.session_prefix) if spec.scope == "prefix" else None
             )
-        elif spec.scope == "prefix":
-            notes.append(f"recall: session id {state.id!r} has no ':'; recalled from it alone")
-        rows = await repo.candidates(
-            tenant,
-            state.id,
-            dropped=[tuple(r) for r in projected.report.dropped_ranges],
-            others=others,
-            model=model,
-        )
-        keys = {r.key for r in rows}
-        fulltext: list[tuple[Key, float]] = []
-        if rows:
-            hits = await SearchRepository(db).search(
+            others: list[str] = []
+            if prefix is not None:
+                others = await repo.prefix_sessions(
+                    tenant, prefix, exclude=state.id, limit=MAX_PREFIX_SESSIONS, live_at=utcnow()
+                )
+            elif spec.scope == "prefix":
+                notes.append(f"recall: session id {state.id!r} has no ':'; recalled from it alone")
+            rows = await repo.candidates(
                 tenant,
-                query,
-                session_id=None if others else state.id,
-                session_prefix=prefix if others else None,
-                include_archived=True,
-                limit=RANKED,
+                state.id,
+                dropped=[(first, last) for first, last in projected.report.dropped_ranges],
+                others=others,
+                model=model,
             )
-            fulltext = [
-                ((h.session_id, h.item.seq), h.score)
-                for h in hits
-                if (h.session_id, h.item.seq) in keys
-            ]
+            keys = {r.key for r in rows}
+            fulltext: list[tuple[Key, float]] = []
+            if rows:
+                hits = await SearchRepository(db).search(
+                    tenant,
+                    query,
+                    session_id=None if others else state.id,
+                    session_prefix=prefix if others else None,
+                    include_archived=True,
+                    limit=RANKED,
+                )
+                fulltext = [
+                    ((h.session_id, h.item.seq), h.score)
+                    for h in hits
+                    if (h.session_id, h.item.seq) in keys
+                ]
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
         semantic: list[tuple[Key, float]] = []
         if embedder is None:
             notes.append(
                 "recall-off: semantic search is off (EMBEDDINGS__PROVIDER=none); "
                 "recalled by full text only"
             )
-        elif rows:
+        else:
+            qvec = stored
+            if embedding is not None:
+                try:
+                    qvec = await embedding
+                except EmbeddingError as exc:  # a read never fails for recall's sake
+                    notes.append(
+                        f"recall: the query was not embedded ({exc.cause}); full text only"
+                    )
             pending = sum(1 for r in rows if r.vector is None)
             if pending:
                 notes.append(
                     f"recall-pending: {pending} items not embedded yet "
                     "(the index is behind; found by full text only)"
                 )
-            if (
-                spec.query is None
-                and newest is not None
-                and newest.vector is not None
-                and (newest.dims == embedder.dimensions)
-            ):
-                qvec = np.frombuffer(newest.vector, dtype="<f4")
-            else:
-                try:
-                    qvec = await _query_vector(embedder, query)
-                except EmbeddingError as exc:  # a read never fails for recall's sake
-                    qvec = None
-                    notes.append(
-                        f"recall: the query was not embedded ({exc.cause}); full text only"
-                    )
-            if qvec is not None:
+            if qvec is not None and rows:
                 semantic = _nearest(qvec, rows)
         fused = fuse(
             fulltext,
@@ -178,7 +193,7 @@ async def recall_context(
             min_score=spec.min_score if spec.min_score is not None else DEFAULT_MIN_SCORE,
         )
         # Enough of the best to fill the block even when some are skipped (pairs, too long).
-        top = [f for f in fused[: 4 * spec.max_items + 8]]
+        top = fused[: 4 * spec.max_items + 8]
         items = await repo.items(tenant, [f.key for f in top])
         calls: dict[str, set[str]] = {}
         for key, item in items.items():

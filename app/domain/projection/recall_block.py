@@ -206,28 +206,47 @@ def recall_into(
     extra_notes = list(notes)
     chosen: list[RecallCandidate] = []
     final = payload
-    base_tokens, base_chars = payload_usage(
-        format, payload, tokenizer=budget.tokenizer, cache=cache
-    )
+    # the rest's counts: the report is honest (its counts are the payload's)
+    base_tokens, base_chars = report.projected_tokens, report.projected_chars
+    tokens, chars = base_tokens, base_chars
     if at is None:
         if candidates:
             extra_notes.append("recall: no user message in the prompt to recall before")
     else:
-        for candidate in candidates:
-            if len(chosen) >= spec.max_items:
-                break
-            trial = [*chosen, candidate]
-            attempt = with_block(payload, block_text(trial), at=at, format=format)
-            tokens, chars = payload_usage(format, attempt, tokenizer=budget.tokenizer, cache=cache)
-            fits = (
+        key = MESSAGES_KEY[format]
+        # Each trial is measured on the message the block changes alone (the formats count
+        # message by message), then the whole payload once at the end, exactly; should the
+        # whole disagree, the last entries taken are given back until it fits.
+        alone = {key: [payload[key][at]]} if format == "anthropic" else {key: []}
+        alone_tokens, alone_chars = payload_usage(
+            format, alone, tokenizer=budget.tokenizer, cache=cache
+        )
+
+        def fits(tokens: int, chars: int) -> bool:
+            return (
                 tokens - base_tokens <= r
                 and chars - base_chars <= CHARS_PER_TOKEN * r
                 and (budget.max_tokens is None or tokens <= budget.max_tokens)
                 and (budget.max_chars is None or chars <= budget.max_chars)
             )
-            if fits:
+
+        for candidate in candidates:
+            if len(chosen) >= spec.max_items:
+                break
+            trial = [*chosen, candidate]
+            one = with_block(alone, block_text(trial), at=0, format=format)
+            one_tokens, one_chars = payload_usage(
+                format, one, tokenizer=budget.tokenizer, cache=cache
+            )
+            if fits(base_tokens + one_tokens - alone_tokens, base_chars + one_chars - alone_chars):
                 chosen = trial
-                final = attempt
+        while chosen:
+            final = with_block(payload, block_text(chosen), at=at, format=format)
+            tokens, chars = payload_usage(format, final, tokenizer=budget.tokenizer, cache=cache)
+            if fits(tokens, chars):
+                break
+            chosen.pop()
+            final, tokens, chars = payload, base_tokens, base_chars
     prefix = report.stable_prefix
     if chosen:
         assert at is not None
@@ -238,7 +257,7 @@ def recall_into(
             final, _ = mark_breakpoints(final, stable_prefix=prefix)
         else:
             notes_out.append(f"cache_breakpoints: {format} has no cache markers; nothing marked")
-    tokens, chars = payload_usage(format, final, tokenizer=budget.tokenizer, cache=cache)
+    # (cache markers change no count)
     recalled = [
         RecalledEntry(
             seq=c.seq,
