@@ -61,9 +61,9 @@ async def append(client: httpx.AsyncClient, sid: str, items: list[dict[str, Any]
         assert r.status_code < 300, r.text
 
 
-async def wait_indexed(client: httpx.AsyncClient, sid: str, timeout: float = 900) -> float:
+async def wait_indexed(client: httpx.AsyncClient, sid: str, patience: float = 900) -> float:
     started = time.monotonic()
-    while time.monotonic() - started < timeout:
+    while time.monotonic() - started < patience:
         state = (await client.get(f"/v1/sessions/{sid}")).json()["search_index"]
         if state and state["pending"] == 0:
             return time.monotonic() - started
