@@ -396,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="default: HOST or 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default: PORT or 8080")
     serve.add_argument(
-        "--workers", type=int, default=1,
+        "--workers",
+        type=int,
+        default=1,
         help="uvicorn worker processes (default 1; more than 1 needs REDIS_URL)",
     )
     serve.add_argument("--no-migrate", action="store_true", help="do not run migrations first")
@@ -425,14 +427,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="snapshot a session and print its document (JSON)")
     export.add_argument("session_id")
-    export.add_argument("--tenant", default="default", help="the session's tenant (default: default)")
+    export.add_argument(
+        "--tenant", default="default", help="the session's tenant (default: default)"
+    )
     export.add_argument("--out", default=None, help="write to this file instead of stdout")
     export.set_defaults(func=_transfer)
 
     import_ = sub.add_parser("import", help="restore a session from an exported document")
     import_.add_argument("session_id")
     import_.add_argument("file", help="the document (- for standard input)")
-    import_.add_argument("--tenant", default="default", help="the session's tenant (default: default)")
+    import_.add_argument(
+        "--tenant", default="default", help="the session's tenant (default: default)"
+    )
     import_.add_argument("--no-create", action="store_true", help="fail if the session is missing")
     import_.set_defaults(func=_transfer)
 

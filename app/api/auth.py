@@ -214,7 +214,10 @@ def declare_security(app: FastAPI) -> None:
                 else:
                     responses.setdefault(
                         "403",
-                        {"description": "Auth off: the Origin is another site's", "content": problem},
+                        {
+                            "description": "Auth off: the Origin is another site's",
+                            "content": problem,
+                        },
                     )
                 # app.api.host_guard, on every route of a server without authentication
                 responses.setdefault(

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 from app.domain.errors import UpstreamFailed
 from app.settings import EmbeddingsSettings
 
-__all__ = ["Embedder", "EmbeddingError", "build_embedder"]
+__all__ = ["Embedder", "EmbeddingError", "build_embedder", "embed_query"]
 
 
 class EmbeddingError(UpstreamFailed):
@@ -51,6 +51,17 @@ class Embedder(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def embed_query(embedder: Embedder, text: str) -> list[float]:
+    """One query's vector, ahead of any indexing backlog where the embedder can do that (the
+    builtin one has a query thread of its own); otherwise as ``embed([text])``."""
+    fast = getattr(embedder, "embed_query", None)
+    if fast is not None:
+        vector: list[float] = await fast(text)
+        return vector
+    [vector] = await embedder.embed([text])
+    return vector
 
 
 def build_embedder(settings: EmbeddingsSettings) -> Embedder | None:

@@ -119,6 +119,11 @@ class BuiltinEmbedder:
         self._batch_size = settings.batch_size
         self._max_chars = settings.max_chars
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        # One query (a read's recall) never waits behind the indexer's batches in the worker
+        # above: it has a thread of its own (InferenceSession.run is thread-safe). Measured:
+        # an agent-loop read with recall went from 10.8x to bench/RESULTS.md's figure of a
+        # read without.
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-q")
         self._model: _Model | None = None
         self._load_lock = threading.Lock()
 
@@ -151,5 +156,14 @@ class BuiltinEmbedder:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._run, cut)
 
+    async def embed_query(self, text: str) -> list[float]:
+        """One text's vector, on the query thread (see ``__init__``)."""
+        loop = asyncio.get_running_loop()
+        [vector] = await loop.run_in_executor(
+            self._query_executor, self._run, [text[: self._max_chars]]
+        )
+        return vector
+
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._query_executor.shutdown(wait=False, cancel_futures=True)

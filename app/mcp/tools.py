@@ -35,7 +35,7 @@ from app.api.encoding import (
 )
 from app.api.memory_schemas import RestoreRequest, SnapshotCreate
 from app.api.routes.compaction import CompactRequest
-from app.api.routes.context import BUDGET_FIELDS, ContextRequest, CutName
+from app.api.routes.context import BUDGET_FIELDS, ContextRecall, ContextRequest, CutName
 from app.api.routes.snapshots import CURSOR_PATTERN as SNAPSHOT_CURSOR_PATTERN
 from app.api.schemas import FormatName, ItemsAppend, SessionCreate
 from app.domain import errors as e
@@ -374,6 +374,13 @@ def _items_and_context(server: MCPServer) -> None:
         cache_breakpoints: Annotated[
             bool | None, Field(description="`anthropic` only: `cache_control` markers")
         ] = None,
+        recall: Annotated[
+            ContextRecall | None,
+            Field(
+                description="Bring back evicted or archived items matching `query` (default: "
+                "the newest user message) as text, within `max_tokens` of the budget"
+            ),
+        ] = None,
     ) -> CallToolResult:
         """The next-turn prompt in a provider format within a budget, with a report of what
         was kept and dropped. Budget fields left out default to the session's config."""
@@ -391,15 +398,18 @@ def _items_and_context(server: MCPServer) -> None:
             "cut": cut,
             "cut_step": cut_step,
             "cache_breakpoints": cache_breakpoints,
+            "recall": None if recall is None else recall.model_dump(exclude_unset=True),
         }
 
         async def run(rt: Runtime, actor: Actor) -> CallToolResult:
             sid = _session_id(session_id)
             fields = {name: value for name, value in given.items() if value is not None}
             body: ContextRequest = _validated(ContextRequest, {"format": format, **fields})
-            overrides = {
+            overrides: dict[str, object] = {
                 name: getattr(body, name) for name in BUDGET_FIELDS if name in body.model_fields_set
             }
+            if body.recall is not None:
+                overrides["recall"] = body.recall.model_dump(exclude_unset=True)
             result = await context_service.read_context(
                 rt, actor, sid, format=body.format, overrides=overrides
             )

@@ -44,6 +44,7 @@ from app.domain.projection import (
 )
 from app.domain.sessions import SessionState
 from app.services.access import load_session
+from app.services.recall import recall_context
 from app.services.runtime import Actor, Runtime
 from app.store.context import ContextRepository, Older, WindowKeys
 from app.store.items import ItemRepository
@@ -129,7 +130,11 @@ async def read_context(
         # The session row alone (one statement, no transaction) says if the prompt is known;
         # if not, the same connection goes on with the usual case.
         state = await load_session(db, actor, session_id)
-        budget = _budget(state, overrides)
+        full = _budget(state, overrides)
+        budget = full.reserved()  # the rest of the prompt (recall's share set aside)
+        if full.recall_tokens:
+            # recall depends on the index too, which changes without a new version
+            memo = None
         if memo is not None:
             cached = memo.get(_memo_key(actor, state, format, budget))
             if isinstance(cached, ContextResult):
@@ -142,6 +147,9 @@ async def read_context(
         state, budget, projected = await _in_snapshot(
             rt, actor, session_id, None if stale else state, overrides, format
         )
+        full = _budget(state, overrides)
+    if full.recall_tokens:
+        projected = await recall_context(rt, actor, state, projected, budget=full, format=format)
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:
@@ -233,11 +241,11 @@ async def _in_snapshot(
     async with rt.store.read(snapshot=True) as db:
         projected = None
         if state is not None:
-            budget = _budget(state, overrides)
+            budget = _budget(state, overrides).reserved()
             projected, _ = await _project(rt, db, actor, state, budget, format, verified=False)
         if state is None or projected is None:
             state = await load_session(db, actor, session_id)
-            budget = _budget(state, overrides)
+            budget = _budget(state, overrides).reserved()
             projected, _ = await _project(rt, db, actor, state, budget, format, verified=True)
         assert projected is not None
     return state, budget, projected

@@ -583,9 +583,7 @@ class RetentionRepository:
         a longer one (so of sessions under it)."""
         e, key = erasures.c, api_keys.c
         # Keys are never deleted apart from their tenant, and their prefix never changes.
-        joined = erasures.outerjoin(
-            api_keys, (key.id == e.key_id) & (key.tenant_id == e.tenant_id)
-        )
+        joined = erasures.outerjoin(api_keys, (key.id == e.key_id) & (key.tenant_id == e.tenant_id))
         stmt = sa.select(erasures, key.session_prefix.label("key_prefix")).select_from(joined)
         if digest is not None:
             stmt = stmt.where(e.subject_digest == digest)

@@ -211,6 +211,13 @@ async def test_the_budgeted_prompt_is_asked_for_explicitly(
     prompt = await exact.get_prompt()
     assert prompt[0]["role"] == "system" and "get_weather" in prompt[0]["content"]
     assert prompt[1:] == [{"role": "user", "content": "Thanks."}]
+    # recall: the archived turns that match come back as text, before the newest user message
+    recalled = await exact.get_prompt(recall={"max_tokens": 300, "query": "Oslo weather"})
+    assert recalled[0] == prompt[0] and recalled[-1] == prompt[-1]
+    [block] = recalled[1:-1]
+    assert block["role"] == "system"
+    assert block["content"].startswith("Earlier in this conversation (recalled, oldest first):")
+    assert "user: Weather in Oslo?" in block["content"]
 
     # history="prompt": the Runner sends the budgeted prompt; reads with a limit stay exact
     budgeted = ServiceSession(sm, new_id, history="prompt", context={"max_tokens": 4000})

@@ -42,9 +42,7 @@ class Served:
     def rest(self, token: str | None = None) -> httpx.Client:
         key = token or self.token
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(
-            base_url=self.url, headers=headers, timeout=30, event_hooks=SYNC_HOOKS
-        )
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, event_hooks=SYNC_HOOKS)
 
 
 @pytest.fixture(scope="package")

@@ -306,3 +306,27 @@ async def test_the_openai_agents_sdk_mcp_support_reaches_the_tools(
     with served.rest() as rest:
         expected = rest.get(f"/v1/sessions/{sid}/context", params={"format": "openai-responses"})
     assert context.structured_content == expected.json()
+
+
+async def test_get_context_recalls_archived_turns_as_rest_does(served: Served, sid: str) -> None:
+    word = f"zebra{sid[-6:]}"
+    items = conversation(4)
+    items[1] = user(f"turn 0: the {word} question")
+    recall = {"max_tokens": 300, "query": word, "max_items": 2}
+    async with mcp_session(served.url, served.token) as mcp:
+        body(
+            await mcp.call_tool("append_items", {"session_id": sid, "items": items, "create": True})
+        )
+        body(await mcp.call_tool("compact", {"session_id": sid, "keep_last_items": 4}))
+        got = body(await mcp.call_tool("get_context", {"session_id": sid, "recall": recall}))
+        bad = refusal(
+            await mcp.call_tool("get_context", {"session_id": sid, "recall": {"max_items": 0}})
+        )
+    with served.rest() as rest:
+        want = rest.post(f"/v1/sessions/{sid}/context", json={"recall": recall}).json()
+    assert got["report"]["recall_query"] == word == want["report"]["recall_query"]
+    assert got["report"]["recalled"][0]["seq"] == 2 == want["report"]["recalled"][0]["seq"]
+    block = got["items"][-5]  # right before the newest user message (the kept turn's first)
+    assert block["role"] == "system" and f"user: turn 0: the {word} question" in block["content"]
+    assert got["items"][-4:] == want["items"][-4:] and got["items"][-4]["role"] == "user"
+    assert bad["status"] == 422

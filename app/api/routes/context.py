@@ -40,6 +40,40 @@ BUDGET_FIELDS = (
     "cache_breakpoints",
 )
 CutName = Literal["tight", "stable"]
+RecallScope = Literal["session", "prefix"]
+
+
+class ContextRecall(StrictBody):
+    """Recall: items not in the prompt (dropped by the budget, archived by compaction) that
+    best match `query`, brought back as text in one message before the newest user message.
+    Every field defaults to the session's `config.context.recall`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="Tokens of the budget reserved for the recall block (0: no recall)",
+    )
+    query: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="What to recall; default: the text of the newest user message",
+    )
+    max_items: int | None = Field(None, ge=1, le=50, description="Entries, at most (default 5)")
+    min_score: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Cosine similarity below which a hit found by meaning alone is left out",
+    )
+    scope: RecallScope | None = Field(
+        None,
+        description="`session` (default): this session; `prefix`: also the sessions the key "
+        "may see whose id shares this one's prefix up to its last `:`",
+    )
 
 
 class ContextRequest(StrictBody):
@@ -84,6 +118,16 @@ class ContextRequest(StrictBody):
         description="`anthropic` only: `cache_control` markers on the system prompt and the "
         "end of the stable prefix",
     )
+    recall: ContextRecall | None = Field(
+        None, description="Recall evicted items into the prompt; `null` turns a default off"
+    )
+
+
+class RecalledRead(BaseModel):
+    seq: int = Field(description="The entry's seq (a call's, for a call with its output)")
+    session_id: str
+    score: float = Field(description="Its fused rank score (higher is better)")
+    tokens: int = Field(description="Tokens of its line in the recall block")
 
 
 class ContextReportRead(BaseModel):
@@ -103,6 +147,10 @@ class ContextReportRead(BaseModel):
         "next reads "
         "repeat byte for byte while only appends happen, until the next step of a stable cut"
     )
+    recalled: list[RecalledRead] = Field(
+        default_factory=list, description="The recall block's entries, oldest first"
+    )
+    recall_query: str | None = Field(None, description="What recall ranked by")
 
 
 class ContextRead(BaseModel):
@@ -170,7 +218,28 @@ _BUDGET_PARAMETERS = (
     ),
     _flag("cache_breakpoints"),
 )
-_GET_PARAMETERS = (SESSION_ID_IN_PATH, _FORMAT, *_BUDGET_PARAMETERS)
+_RECALL_PARAMETERS = (
+    _count("recall_tokens", 0),
+    _query(
+        "recall_query",
+        Annotated[str, Field(min_length=1, max_length=1000)],
+        {"type": "string", "minLength": 1, "maxLength": 1000},
+    ),
+    _query(
+        "recall_items",
+        Annotated[int, Field(ge=1, le=50)],
+        {"type": "integer", "minimum": 1, "maximum": 50},
+    ),
+    _query(
+        "recall_min_score",
+        Annotated[float, Field(ge=-1, le=1)],
+        {"type": "number", "minimum": -1, "maximum": 1},
+    ),
+    _choice("recall_scope", RecallScope),
+)
+# the recall field each query parameter sets
+RECALL_FIELDS = ("max_tokens", "query", "max_items", "min_score", "scope")
+_GET_PARAMETERS = (SESSION_ID_IN_PATH, _FORMAT, *_BUDGET_PARAMETERS, *_RECALL_PARAMETERS)
 assert tuple(p.name for p in _BUDGET_PARAMETERS) == BUDGET_FIELDS
 
 
@@ -185,10 +254,14 @@ assert tuple(p.name for p in _BUDGET_PARAMETERS) == BUDGET_FIELDS
     openapi_extra={"parameters": [param.spec for param in _GET_PARAMETERS]},
 )
 async def get_context(request: Request) -> Response:
-    session_id, format, *budget = read_all(request, _GET_PARAMETERS)
-    overrides = {
+    session_id, format, *values = read_all(request, _GET_PARAMETERS)
+    budget, recall = values[: len(BUDGET_FIELDS)], values[len(BUDGET_FIELDS) :]
+    overrides: dict[str, object] = {
         name: value for name, value in zip(BUDGET_FIELDS, budget, strict=True) if value is not None
     }
+    asked = {name: v for name, v in zip(RECALL_FIELDS, recall, strict=True) if v is not None}
+    if asked:
+        overrides["recall"] = asked
     result = await service.read_context(
         runtime_of(request), actor_of(request), session_id, format=format, overrides=overrides
     )
@@ -205,9 +278,13 @@ async def get_context(request: Request) -> Response:
 async def post_context(
     session_id: SessionId, body: ContextRequest, rt: RuntimeDep, actor: ActorDep
 ) -> Response:
-    overrides = {
+    overrides: dict[str, object] = {
         name: getattr(body, name) for name in BUDGET_FIELDS if name in body.model_fields_set
     }
+    if "recall" in body.model_fields_set:
+        overrides["recall"] = (
+            None if body.recall is None else body.recall.model_dump(exclude_unset=True)
+        )
     result = await service.read_context(
         rt, actor, session_id, format=body.format, overrides=overrides
     )

@@ -20,6 +20,43 @@ from app.domain.tokens import TokenizerName
 LimitName = Literal["max_items", "max_chars", "max_tokens"]
 LIMIT_NAMES: tuple[LimitName, ...] = ("max_items", "max_chars", "max_tokens")
 CutName = Literal["tight", "stable"]
+RecallScope = Literal["session", "prefix"]
+# A recalled entry's text is at most this many characters per token of the block's share: an
+# entry longer than the whole block could never fit, and tokenizing a 5 MB tool output to
+# find that out would cost a read more than the rest of it.
+CHARS_PER_TOKEN = 4
+
+
+class RecallSpec(BaseModel):
+    """Recall (DESIGN §10): bring back items not in the prompt that match ``query``, in one
+    message of at most ``max_tokens`` tokens reserved from the budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="Tokens of the budget reserved for recalled items (0: no recall)",
+    )
+    query: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="What to recall; default: the text of the newest user message",
+    )
+    max_items: int = Field(default=5, ge=1, le=50, description="Recalled entries, at most")
+    min_score: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="Cosine similarity below which a hit found by meaning alone is left out",
+    )
+    scope: RecallScope = Field(
+        default="session",
+        description="`session`: this session; `prefix`: also the sessions the key may see "
+        "whose id shares this one's prefix up to its last `:`",
+    )
 
 
 class Budget(BaseModel):
@@ -53,6 +90,11 @@ class Budget(BaseModel):
         description="`anthropic` only: mark the system prompt and the end of the stable "
         'prefix with `cache_control: {"type": "ephemeral"}`',
     )
+    recall: RecallSpec | None = Field(
+        default=None,
+        description="Bring back evicted items that match the request's meaning, within a "
+        "reserved share of the budget",
+    )
 
     @classmethod
     def merged(
@@ -70,6 +112,9 @@ class Budget(BaseModel):
         errors: list[dict[str, Any]] = []
         base = dict(defaults or {})
         extra = dict(overrides or {})
+        # recall merges field by field (``recall: null`` in the request turns it off)
+        if isinstance(base.get("recall"), Mapping) and isinstance(extra.get("recall"), Mapping):
+            extra["recall"] = {**base["recall"], **extra["recall"]}
         for data, prefix, keys in (
             (base, ["config", "context"], set(base)),
             ({**base, **extra}, [], set(extra)),
@@ -87,6 +132,40 @@ class Budget(BaseModel):
         if errors:
             raise InvalidInput("invalid context budget", errors=errors)
         return cls.model_validate({**base, **extra})
+
+    @property
+    def recall_tokens(self) -> int:
+        """The tokens reserved for recall (0: recall is off)."""
+        return 0 if self.recall is None else self.recall.max_tokens
+
+    def reserved(self) -> Budget:
+        """The budget of the rest of the prompt when recall is on: ``max_tokens`` less the
+        recall share R (and ``max_chars`` less ``CHARS_PER_TOKEN * R`` if set), without
+        recall and without cache markers (they are placed once the block is in). The same
+        budget when recall is off. ``InvalidInput`` (loc ``["recall", "max_tokens"]``) when R
+        leaves nothing for the rest."""
+        r = self.recall_tokens
+        if r == 0:
+            return self
+        update: dict[str, object] = {"recall": None, "cache_breakpoints": False}
+        for name, share in (("max_tokens", r), ("max_chars", CHARS_PER_TOKEN * r)):
+            limit = getattr(self, name)
+            if limit is None:
+                continue
+            if share >= limit:
+                raise InvalidInput(
+                    "the recall share leaves nothing of the budget for the prompt",
+                    errors=[
+                        {
+                            "loc": ["recall", "max_tokens"],
+                            "msg": f"recall.max_tokens {r} must be less than {name} {limit}"
+                            + (f" / {CHARS_PER_TOKEN}" if name == "max_chars" else ""),
+                            "type": "value_error",
+                        }
+                    ],
+                )
+            update[name] = limit - share
+        return self.model_copy(update=update)
 
     @property
     def limits(self) -> dict[LimitName, int]:

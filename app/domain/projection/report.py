@@ -30,6 +30,18 @@ from .budget import LimitName
 from .render import Render
 
 
+class RecalledEntry(BaseModel):
+    """One entry of the recall block: its (first) seq and session, its fused score, and the
+    tokens of its line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    session_id: str
+    score: float
+    tokens: int
+
+
 class ContextReport(BaseModel):
     """What was kept and dropped; every ``projected_*`` number is recomputable from the payload."""
 
@@ -51,6 +63,13 @@ class ContextReport(BaseModel):
         description="How many leading payload messages (items in canonical, `messages` in "
         "anthropic, whose `system` is always stable) the next reads repeat byte for byte "
         "while only appends happen, until the next step of a stable cut",
+    )
+    recalled: list[RecalledEntry] = Field(
+        default_factory=list,
+        description="Entries of the recall block, oldest first (empty without recall)",
+    )
+    recall_query: str | None = Field(
+        default=None, description="The query recall ranked by (null without recall)"
     )
 
 

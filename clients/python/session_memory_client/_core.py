@@ -295,6 +295,10 @@ BUDGET_FIELDS = (
     "trim_old_reasoning",
     "start_on",
     "dangling_tool_calls",
+    "cut",
+    "cut_step",
+    "cache_breakpoints",
+    "recall",
 )
 
 

@@ -125,8 +125,9 @@ class ServiceSession:
     async def get_prompt(self, **budget: Any) -> list[TResponseInputItem]:
         """The next-turn prompt as Responses input items (``POST .../context``): the
         session's budget, overridden by ``context=`` and then by ``budget``; after a
-        compaction, the summary first as a ``system`` message. ``[]`` for a missing
-        session."""
+        compaction, the summary first as a ``system`` message. ``recall={"max_tokens": N}``
+        brings evicted turns that match the newest user message back as one ``system``
+        message before it, within N tokens of the budget. ``[]`` for a missing session."""
         try:
             context = await self.client.get_context(
                 self.session_id, FORMAT, **{**self.context, **budget}

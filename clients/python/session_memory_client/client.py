@@ -272,7 +272,9 @@ class SessionMemoryClient(_Base):
         """The next-turn prompt in ``format``. Budget keywords (``max_items``, ``max_tokens``,
         ``max_chars``, ``tokenizer``, ``pinned_prefix_items``, ``keep_system``,
         ``max_recent_tool_results``, ``trim_old_reasoning``, ``start_on``,
-        ``dangling_tool_calls``) override the session's defaults; ``None`` lifts one."""
+        ``dangling_tool_calls``, ``cut``, ``cut_step``, ``cache_breakpoints``, ``recall``)
+        override the session's defaults; ``None`` lifts one. ``recall={"max_tokens": 600}``
+        brings evicted items matching the newest user message back, within 600 tokens."""
         return self._send(_core.get_context(session_id, format=format, budget=budget))
 
     def compact(
@@ -627,7 +629,8 @@ class AsyncSessionMemoryClient(_Base):
         """The next-turn prompt in ``format``. Budget keywords (``max_items``, ``max_tokens``,
         ``max_chars``, ``tokenizer``, ``pinned_prefix_items``, ``keep_system``,
         ``max_recent_tool_results``, ``trim_old_reasoning``, ``start_on``,
-        ``dangling_tool_calls``) override the session's defaults; ``None`` lifts one."""
+        ``dangling_tool_calls``, ``cut``, ``cut_step``, ``cache_breakpoints``, ``recall``)
+        override the session's defaults; ``None`` lifts one."""
         return await self._send(_core.get_context(session_id, format=format, budget=budget))
 
     async def compact(

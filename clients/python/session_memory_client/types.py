@@ -11,7 +11,7 @@ so that reading ``item["content"]`` needs no narrowing dance.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 JSON = Any
 Item = dict[str, Any]
@@ -97,6 +97,13 @@ class ClearResult(TypedDict):
     session: Session
 
 
+class RecalledEntry(TypedDict):
+    seq: int
+    session_id: str
+    score: float
+    tokens: int
+
+
 class ContextReport(TypedDict):
     source_items: int
     projected_items: int
@@ -109,6 +116,9 @@ class ContextReport(TypedDict):
     dropped_ranges: list[list[int]]
     notes: list[str]
     tokenizer: str
+    stable_prefix: NotRequired[int]
+    recalled: NotRequired[list[RecalledEntry]]
+    recall_query: NotRequired[str | None]
 
 
 class Context(TypedDict, total=False):

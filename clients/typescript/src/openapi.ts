@@ -1058,6 +1058,8 @@ export interface components {
              * @default false
              */
             cache_breakpoints?: boolean;
+            /** @description Bring back evicted items that match the request's meaning, within a reserved share of the budget */
+            recall?: components["schemas"]["RecallSpec"] | null;
         };
         /**
          * CanonicalAppend
@@ -1664,6 +1666,39 @@ export interface components {
             }[] | null;
             report: components["schemas"]["ContextReportRead"];
         };
+        /**
+         * ContextRecall
+         * @description Recall: items not in the prompt (dropped by the budget, archived by compaction) that
+         *     best match `query`, brought back as text in one message before the newest user message.
+         *     Every field defaults to the session's `config.context.recall`.
+         */
+        ContextRecall: {
+            /**
+             * Max Tokens
+             * @description Tokens of the budget reserved for the recall block (0: no recall)
+             */
+            max_tokens?: number | null;
+            /**
+             * Query
+             * @description What to recall; default: the text of the newest user message
+             */
+            query?: string | null;
+            /**
+             * Max Items
+             * @description Entries, at most (default 5)
+             */
+            max_items?: number | null;
+            /**
+             * Min Score
+             * @description Cosine similarity below which a hit found by meaning alone is left out
+             */
+            min_score?: number | null;
+            /**
+             * Scope
+             * @description `session` (default): this session; `prefix`: also the sessions the key may see whose id shares this one's prefix up to its last `:`
+             */
+            scope?: ("session" | "prefix") | null;
+        };
         /** ContextReportRead */
         ContextReportRead: {
             /** Source Items */
@@ -1699,6 +1734,16 @@ export interface components {
              * @description Leading payload messages (`items`, `messages`, `input` or `contents`) the next reads repeat byte for byte while only appends happen, until the next step of a stable cut
              */
             stable_prefix: number;
+            /**
+             * Recalled
+             * @description The recall block's entries, oldest first
+             */
+            recalled?: components["schemas"]["RecalledRead"][];
+            /**
+             * Recall Query
+             * @description What recall ranked by
+             */
+            recall_query?: string | null;
         };
         /**
          * ContextRequest
@@ -1761,6 +1806,8 @@ export interface components {
              * @description `anthropic` only: `cache_control` markers on the system prompt and the end of the stable prefix
              */
             cache_breakpoints?: boolean | null;
+            /** @description Recall evicted items into the prompt; `null` turns a default off */
+            recall?: components["schemas"]["ContextRecall"] | null;
         };
         /**
          * ContextSummaryMessage
@@ -3649,6 +3696,62 @@ export interface components {
              * @description Anthropic redacted_thinking
              */
             redacted?: boolean | null;
+        };
+        /**
+         * RecallSpec
+         * @description Recall (DESIGN §10): bring back items not in the prompt that match ``query``, in one
+         *     message of at most ``max_tokens`` tokens reserved from the budget.
+         */
+        RecallSpec: {
+            /**
+             * Max Tokens
+             * @description Tokens of the budget reserved for recalled items (0: no recall)
+             * @default 0
+             */
+            max_tokens?: number;
+            /**
+             * Query
+             * @description What to recall; default: the text of the newest user message
+             */
+            query?: string | null;
+            /**
+             * Max Items
+             * @description Recalled entries, at most
+             * @default 5
+             */
+            max_items?: number;
+            /**
+             * Min Score
+             * @description Cosine similarity below which a hit found by meaning alone is left out
+             */
+            min_score?: number | null;
+            /**
+             * Scope
+             * @description `session`: this session; `prefix`: also the sessions the key may see whose id shares this one's prefix up to its last `:`
+             * @default session
+             * @enum {string}
+             */
+            scope?: "session" | "prefix";
+        };
+        /** RecalledRead */
+        RecalledRead: {
+            /**
+             * Seq
+             * @description The entry's seq (a call's, for a call with its output)
+             */
+            seq: number;
+            /** Session Id */
+            session_id: string;
+            /**
+             * Score
+             * @description Its fused rank score (higher is better)
+             */
+            score: number;
+            /**
+             * Tokens
+             * @description Tokens of its line in the recall block
+             */
+            tokens: number;
         };
         /**
          * RenderedItemList
@@ -7720,6 +7823,11 @@ export interface operations {
                 cut?: "tight" | "stable";
                 cut_step?: number;
                 cache_breakpoints?: boolean;
+                recall_tokens?: number;
+                recall_query?: string;
+                recall_items?: number;
+                recall_min_score?: number;
+                recall_scope?: "session" | "prefix";
             };
             header?: never;
             path: {

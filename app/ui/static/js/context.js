@@ -23,6 +23,13 @@ function concrete(prop) {
 }
 
 function control(name, prop, value) {
+  if (name === "recall") {
+    // the recall object, as its share of the budget (the rest of it: the session's defaults)
+    return h("input", {
+      name, type: "number", inputmode: "numeric", value: value ?? "", min: 0,
+      placeholder: "tokens (session default)", step: "1", dataset: { kind: "recall" },
+    });
+  }
   const p = concrete(prop);
   if (p.enum) {
     const select = h("select", { name });
@@ -53,7 +60,8 @@ export function budgetOf(form, schema) {
     const el = form.elements.namedItem(name);
     if (!el || el.value === "") continue;
     const p = concrete(prop);
-    if (p.type === "boolean") body[name] = el.value === "true";
+    if (name === "recall") body.recall = { max_tokens: Number.parseInt(el.value, 10) };
+    else if (p.type === "boolean") body[name] = el.value === "true";
     else if (p.type === "integer") body[name] = Number.parseInt(el.value, 10);
     else if (p.type === "number") body[name] = Number(el.value);
     else body[name] = el.value;
@@ -123,6 +131,19 @@ function bar(parts, limit, total) {
       h("small", { class: "hint" }, "Total = the report's projected_tokens; the split by kind is estimated from stored per-item counts.")));
 }
 
+/** What recall brought back: one message right before the newest user message (in anthropic,
+ * a text block of it), each entry with the score it was ranked by. */
+function recalledView(report) {
+  if (!report.recalled?.length) return null;
+  const rows = report.recalled.map((e) => h("tr", {},
+    h("td", { class: "n" }, String(e.seq)), h("td", {}, e.session_id),
+    h("td", { class: "n" }, e.score.toFixed(4)), h("td", { class: "n" }, num(e.tokens))));
+  return h("section", { id: "recalled", "aria-labelledby": "recalled-title" },
+    h("h4", { id: "recalled-title" }, "Recalled"),
+    h("p", { class: "muted" }, `Items outside the prompt (dropped by the budget or archived) that best match “${report.recall_query ?? ""}”, sent as text in one message right before the newest user message, oldest first. They count toward tokens and characters, not items.`),
+    table(["seq", "session", "score", "tokens"], rows, { caption: "Recall block entries" }));
+}
+
 function reportView(report) {
   const rows = [
     ["Items", report.source_items, report.projected_items],
@@ -132,6 +153,7 @@ function reportView(report) {
   const extra = Object.entries(report).filter(([k]) => ![
     "source_items", "projected_items", "dropped_items", "source_tokens", "projected_tokens",
     "source_chars", "projected_chars", "limits_applied", "dropped_ranges", "notes",
+    "recalled", "recall_query",
   ].includes(k));
   return h("section", { id: "report", "aria-labelledby": "report-title" },
     h("h3", { id: "report-title" }, "Report"),
@@ -142,6 +164,7 @@ function reportView(report) {
       h("div", { class: "wide" }, h("dt", {}, "Dropped ranges (seq)"), h("dd", { id: "dropped-ranges" },
         report.dropped_ranges.length ? report.dropped_ranges.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ") : "none")),
       extra.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, typeof v === "object" ? JSON.stringify(v) : String(v))))),
+    recalledView(report),
     h("h4", {}, "Notes"),
     report.notes.length ? h("ul", { id: "report-notes" }, report.notes.map((n) => h("li", {}, n))) : h("p", { class: "muted" }, "No notes."));
 }
@@ -181,7 +204,7 @@ export async function contextView(panel, data, params) {
 
   const run = async () => {
     const body = budgetOf(form, schema);
-    const q = new URLSearchParams({ tab: "context", ...Object.fromEntries(Object.entries(body).map(([k, v]) => [k, String(v)])) });
+    const q = new URLSearchParams({ tab: "context", ...Object.fromEntries(Object.entries(body).map(([k, v]) => [k, String(k === "recall" ? v.max_tokens : v)])) });
     history.replaceState(null, "", `${location.pathname}?${q}`);
     clear(out).append(h("p", { class: "muted" }, "Projecting…"));
     out.setAttribute("aria-busy", "true");
