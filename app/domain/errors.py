@@ -6,7 +6,7 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── NotFound               (SessionNotFound, ItemNotFound, SnapshotNotFound, ...)
     ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced,
     │                          TransactionConflict, ...)
-    ├── PreconditionFailed     (VersionMismatch)
+    ├── PreconditionFailed     (VersionMismatch, SessionRecreated)
     ├── InvalidInput           (bad item, bad budget, a value the database refuses, ...)
     │   │                      carries field-level ``errors``
     │   └── LimitExceeded      (too many items, item or metadata too large, past a database
@@ -105,6 +105,15 @@ class PreconditionFailed(DomainError):
 class VersionMismatch(PreconditionFailed):
     code = "version-mismatch"
     title = "Session version does not match If-Match"
+
+
+class SessionRecreated(PreconditionFailed):
+    """A write with ``If-Match`` found the session it addressed deleted, and another session
+    by the same id created meanwhile, at the very version the client expected. Nothing was
+    written; reading the (new) session and retrying is safe."""
+
+    code = "session-recreated"
+    title = "Session was deleted and created again"
 
 
 class InvalidInput(DomainError):

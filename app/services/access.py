@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import jsonutil
-from app.domain.errors import InvalidInput, SessionNotFound, VersionMismatch
+from app.domain.errors import InvalidInput, SessionNotFound, SessionRecreated, VersionMismatch
 from app.domain.ids import SESSION_ID_MAX
 from app.domain.items import NewItem, item_chars, new_item_id
 from app.domain.retention import is_expired
@@ -82,13 +82,14 @@ async def fail_write(
     if if_match is None:
         raise SessionNotFound(f"session {session_id!r} not found")
     state = found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
-    detail = f"session is at version {state.version}, the request expected {if_match}"
     if state.version == if_match:  # another session by the same id, at the same version
-        detail = (
+        raise SessionRecreated(
             f"session {session_id!r} was deleted and created again while this write ran; "
-            "read it and retry"
+            "nothing was written: read it and retry"
         )
-    raise VersionMismatch(detail)
+    raise VersionMismatch(
+        f"session is at version {state.version}, the request expected {if_match}"
+    )
 
 
 async def record_write(
