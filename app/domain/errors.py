@@ -14,7 +14,7 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── IdempotencyKeyReused   (same key, another body)
     ├── Unavailable            (LockTimeout, LockBackendUnavailable, DatabaseUnavailable)
     │                          carries ``retry_after``
-    ├── Forbidden              (a key granting more than it holds)
+    ├── Forbidden              (a key granting more than it holds, OutsideKeyPrefix)
     ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: not
     │                          temporary; the client picks another policy)
     ├── SemanticSearchOff      (``mode=semantic`` on a server without an embedder)
@@ -190,3 +190,11 @@ class Forbidden(DomainError):
 
     code = "forbidden"
     title = "Forbidden"
+
+
+class OutsideKeyPrefix(Forbidden):
+    """A key confined to a session-id prefix asked to create a session outside it. The key
+    knows its own prefix, so naming it leaks nothing (reads outside it stay 404)."""
+
+    code = "outside-key-prefix"
+    title = "Session id outside the key's prefix"

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import LimitExceeded
 from app.domain.sessions import SessionState, check_config, check_session_id
 from app.services.access import (
+    check_creatable,
     check_visible,
     json_size,
     load_current,
@@ -64,7 +65,7 @@ async def create_session(
     idempotency: IdempotencyRequest | None = None,
 ) -> Encoded:
     session_id = check_session_id(command.id) if command.id else new_session_id(actor)
-    check_visible(actor, session_id)
+    check_creatable(actor, session_id, loc=["body", "id"])
     _check_sizes(rt, metadata=command.metadata, config=command.config, summary=command.summary)
     config = check_config(command.config)
 
