@@ -359,7 +359,7 @@ class AppendRead(BaseModel):
 class ItemList(BaseModel):
     items: list[ItemRead]
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
 
 
@@ -376,7 +376,7 @@ class RenderedItemList(BaseModel):
         None, description="anthropic only: the page's system prompt, when it holds one"
     )
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
     notes: list[str] = Field(description="What this format cannot carry and was left out")
 

@@ -2043,7 +2043,7 @@ export interface components {
             items: components["schemas"]["EventRead"][];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -2297,7 +2297,7 @@ export interface components {
             items: (components["schemas"]["HistoryMessage"] | components["schemas"]["HistoryFunctionCall"] | components["schemas"]["HistoryFunctionCallOutput"] | components["schemas"]["HistoryReasoning"] | components["schemas"]["HistoryOpaque"])[];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -2525,7 +2525,7 @@ export interface components {
             items: (components["schemas"]["StoredMessage"] | components["schemas"]["StoredFunctionCall"] | components["schemas"]["StoredFunctionCallOutput"] | components["schemas"]["StoredReasoning"] | components["schemas"]["StoredOpaque"])[];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -2786,7 +2786,7 @@ export interface components {
             system?: components["schemas"]["JsonValue"];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
             /**
@@ -6002,13 +6002,15 @@ export interface operations {
     listItems: {
         parameters: {
             query?: {
-                /** @description Items with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
                 /** @description The newest N items, oldest first */
                 last?: number;
                 /** @description `canonical`: stored items with their envelope; a provider format: its own items or messages, exactly as appended in it (a page never ends inside a provider message) */
                 format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                after_seq?: number;
             };
             header?: never;
             path: {
@@ -8438,9 +8440,11 @@ export interface operations {
     listEvents: {
         parameters: {
             query?: {
-                /** @description Entries with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                after_seq?: number;
             };
             header?: never;
             path: {
@@ -8584,9 +8588,11 @@ export interface operations {
     listHistory: {
         parameters: {
             query?: {
-                /** @description Entries with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                after_seq?: number;
             };
             header?: never;
             path: {
