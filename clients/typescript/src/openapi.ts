@@ -2698,12 +2698,18 @@ export interface components {
         };
         /** ProblemError */
         ProblemError: {
-            /** Loc */
+            /**
+             * Loc
+             * @description Where: `body`, `query`, `path` or `header`, then wire field names and list indexes
+             */
             loc?: (string | number)[];
             /** Msg */
             msg: string;
-            /** Type */
-            type?: string | null;
+            /**
+             * Type
+             * @description The kind of error, snake_case (`missing`, `string_type`, `probably_another_format`, ...)
+             */
+            type: string;
         };
         /** Readiness */
         Readiness: {
