@@ -9,15 +9,16 @@ from fastapi.responses import Response
 
 from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
-from app.api.paging import SeqPosition
 from app.api.memory_schemas import EventList, HistoryList
+from app.api.paging import SeqPosition
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
 from app.services import history as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"])
+router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"], route_class=GuardedRoute)
 
 SessionId = SessionIdPath
 Limit = Annotated[int, Query(ge=1, le=1000)]

@@ -23,6 +23,7 @@ from app.api.encoding import dumps, encode_append, items_dicts, rendered_page
 from app.api.hot_route import hot_route
 from app.api.paging import SeqPosition
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import (
     AppendRead,
@@ -36,7 +37,11 @@ from app.api.session_ids import SESSION_ID_DESCRIPTION, SESSION_ID_IN_PATH, Sess
 from app.services import items as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/items",
+    tags=["items"],
+    route_class=GuardedRoute,
+)
 
 SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
 

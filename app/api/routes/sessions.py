@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
 from app.api.encoding import dumps, encode_session, session_dict
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
 from app.api.session_ids import SessionIdPath, SessionIdValue
@@ -19,7 +20,7 @@ from app.services import indexing, retention
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=GuardedRoute)
 
 SessionId = SessionIdPath
 

@@ -10550,6 +10550,35 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Invalid input */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/validation-error",
+                     *       "title": "Request validation failed",
+                     *       "status": 422,
+                     *       "detail": "1 invalid field(s)",
+                     *       "instance": "/v1/sessions/agent-42/items",
+                     *       "errors": [
+                     *         {
+                     *           "loc": [
+                     *             "items",
+                     *             1,
+                     *             "role"
+                     *           ],
+                     *           "msg": "role 'wizard' is not supported",
+                     *           "type": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable (see Retry-After) */
             503: {
                 headers: {
