@@ -16,6 +16,7 @@ from starlette.routing import Match
 from app import jsonutil
 from app.domain import errors as e
 from app.domain.retention import TenantErased
+from app.domain.wire_errors import is_type_label, merge_union_errors, wire_loc
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +102,21 @@ def problem_response(
     )
 
 
-def _clean_errors(raw: list[Any], *, default_type: str) -> list[dict[str, Any]]:
+def _clean_errors(raw: list[Any], *, default_type: str, body: Any = None) -> list[dict[str, Any]]:
     """``loc``, ``msg`` and ``type`` of each error; an error that names no ``type`` takes
-    ``default_type`` (never null: a client can switch on it)."""
+    ``default_type`` (never null: a client can switch on it). ``loc`` names wire fields only
+    (``app.domain.wire_errors``): inside the request ``body`` (when given) the keys and indexes
+    it holds, elsewhere everything but pydantic's labels of union members."""
     out = []
     for err in raw:
         loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", [])]
-        kind = err.get("type") or default_type
-        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": str(kind)})
-    return out
+        kind = str(err.get("type") or default_type)
+        if body is not None and loc[:1] == ["body"]:
+            loc = ["body", *wire_loc(body, loc[1:], missing=kind == "missing")]
+        else:
+            loc = [x for x in loc if not is_type_label(x)]
+        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": kind})
+    return merge_union_errors(out)
 
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
@@ -154,7 +161,8 @@ def _explain_body(error: dict[str, Any]) -> dict[str, Any]:
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = [
-        _explain_body(err) for err in _clean_errors(list(exc.errors()), default_type="invalid")
+        _explain_body(err)
+        for err in _clean_errors(list(exc.errors()), default_type="invalid", body=exc.body)
     ]
     whole_body = len(errors) == 1 and errors[0]["loc"] == ["body"]
     return problem_response(
