@@ -69,6 +69,7 @@ async def test_following_next_cursor_reaches_the_end_of_every_list(
 
     lists: list[tuple[str, str, dict[str, Any]]] = [
         ("/v1/sessions", "id", {"prefix": f"pg-{tag}"}),
+        ("/v1/sessions", "id", {"prefix": f"pg-{tag}", "order": "updated"}),
         (f"{base}/items", "seq", {}),
         (f"{base}/history", "seq", {}),
         (f"{base}/events", "seq", {}),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import base64
+import json
+from datetime import datetime
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -13,7 +16,7 @@ from app.api.problems import problem_responses
 from app.api.query_guard import GuardedRoute
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
-from app.api.session_ids import SessionIdPath, SessionIdValue
+from app.api.session_ids import SessionIdPath
 from app.domain.errors import InvalidInput
 from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
 from app.services import indexing, retention
@@ -65,29 +68,78 @@ async def create_session(
     return json_response(encoded)
 
 
+_UPDATED_CURSOR = "u."  # then base64url of the JSON [updated_at, id] of the page's last row
+
+
+def _updated_cursor_encode(position: tuple[datetime, str] | None) -> str | None:
+    if position is None:
+        return None
+    raw = json.dumps([position[0].isoformat(), position[1]], ensure_ascii=False)
+    return _UPDATED_CURSOR + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _updated_cursor_decode(cursor: str | None) -> tuple[datetime, str] | None:
+    if not cursor:
+        return None
+    try:
+        if not cursor.startswith(_UPDATED_CURSOR):
+            raise ValueError(cursor)
+        data = cursor[len(_UPDATED_CURSOR) :]
+        when, session_id = json.loads(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)))
+        position = (datetime.fromisoformat(when), str(session_id))
+        if position[0].tzinfo is None or not is_valid_session_id(position[1]):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            "invalid cursor: pass the next_cursor of a page listed with the same order",
+            errors=[{"loc": ["query", "cursor"], "msg": "not a cursor of order=updated"}],
+        ) from exc
+    return position
+
+
 @router.get(
     "",
     response_model=SessionList,
     operation_id="listSessions",
-    summary="List sessions (cursor-paginated, by id)",
+    summary="List sessions (cursor-paginated, by id or newest first)",
     responses=problem_responses(422),
 )
 async def list_sessions(
     rt: RuntimeDep,
     actor: ActorDep,
     cursor: Annotated[
-        SessionIdValue | None, Query(description="`next_cursor` of the previous page")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=1024,
+            description="`next_cursor` of the previous page (listed with the same `order`; "
+            "with `order=id` it is the last id of that page)",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     prefix: Annotated[
         str | None,
         Query(max_length=SESSION_PREFIX_MAX, description="Only ids with this prefix"),
     ] = None,
+    order: Annotated[
+        Literal["id", "updated"],
+        Query(
+            description="`id`: by id, ascending; `updated`: the most recently written first "
+            "(then by id, descending)"
+        ),
+    ] = "id",
 ) -> Response:
-    rows, next_after = await service.list_sessions(
-        rt, actor, after_id=_cursor_decode(cursor), limit=limit, prefix=prefix
-    )
-    body = {"items": [session_dict(r) for r in rows], "next_cursor": _cursor_encode(next_after)}
+    if order == "updated":
+        rows, position = await service.list_sessions_by_updated(
+            rt, actor, before=_updated_cursor_decode(cursor), limit=limit, prefix=prefix
+        )
+        next_cursor = _updated_cursor_encode(position)
+    else:
+        rows, next_after = await service.list_sessions(
+            rt, actor, after_id=_cursor_decode(cursor), limit=limit, prefix=prefix
+        )
+        next_cursor = _cursor_encode(next_after)
+    body = {"items": [session_dict(r) for r in rows], "next_cursor": next_cursor}
     return json_response(Encoded(200, dumps(body)))
 
 

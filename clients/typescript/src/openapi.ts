@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List sessions (cursor-paginated, by id) */
+        /** List sessions (cursor-paginated, by id or newest first) */
         get: operations["listSessions"];
         put?: never;
         /** Create a session */
@@ -4799,11 +4799,13 @@ export interface operations {
     listSessions: {
         parameters: {
             query?: {
-                /** @description `next_cursor` of the previous page */
+                /** @description `next_cursor` of the previous page (listed with the same `order`; with `order=id` it is the last id of that page) */
                 cursor?: string;
                 limit?: number;
                 /** @description Only ids with this prefix */
                 prefix?: string;
+                /** @description `id`: by id, ascending; `updated`: the most recently written first (then by id, descending) */
+                order?: "id" | "updated";
             };
             header?: never;
             path?: never;
