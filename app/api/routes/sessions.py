@@ -18,7 +18,7 @@ from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
 from app.api.session_ids import SessionIdPath
 from app.domain.errors import InvalidInput
-from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
+from app.domain.ids import SESSION_ID_PATTERN, SESSION_PREFIX_MAX, is_valid_session_id
 from app.services import indexing, retention
 from app.services import sessions as service
 from app.services.runtime import Encoded
@@ -69,6 +69,8 @@ async def create_session(
 
 
 _UPDATED_CURSOR = "u."  # then base64url of the JSON [updated_at, id] of the page's last row
+# A session id (order=id), or an order=updated cursor (longer than an id may be)
+_CURSOR_PATTERN = f"{SESSION_ID_PATTERN}|^u\\.[A-Za-z0-9_-]{{1,1022}}$"
 
 
 def _updated_cursor_encode(position: tuple[datetime, str] | None) -> str | None:
@@ -112,6 +114,7 @@ async def list_sessions(
         Query(
             min_length=1,
             max_length=1024,
+            pattern=_CURSOR_PATTERN,
             description="`next_cursor` of the previous page (listed with the same `order`; "
             "with `order=id` it is the last id of that page)",
         ),
