@@ -1,6 +1,7 @@
 """Paging by seq (``/items``, ``/history``, ``/events``): every list takes ``cursor``, the
 ``next_cursor`` of the page before, as ``/v1/sessions`` and the searches do; ``after_seq`` is
-kept as an alias (the same position: entries with a greater seq)."""
+kept as an alias (the same position: entries with a greater seq); ``cursor`` wins when both
+are sent."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Annotated
 
 from fastapi import Depends, Query
 
-from app.domain.errors import InvalidInput
 from app.domain.items import MAX_SAFE_INTEGER
 
 
@@ -26,22 +26,13 @@ def seq_position(
         Query(
             ge=0,
             le=MAX_SAFE_INTEGER,
-            description="Alias of `cursor` (entries with seq > after_seq)",
+            description="Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent",
         ),
     ] = None,
 ) -> int | None:
-    """The seq a page starts after, from ``cursor`` or its alias ``after_seq``."""
-    if cursor is not None and after_seq is not None and cursor != after_seq:
-        raise InvalidInput(
-            "cursor and after_seq name the same position; send one of them",
-            errors=[
-                {
-                    "loc": ["query", "after_seq"],
-                    "msg": f"differs from cursor ({cursor} != {after_seq})",
-                    "type": "conflicting_alias",
-                }
-            ],
-        )
+    """The seq a page starts after: ``cursor``, or its alias ``after_seq`` when no cursor is
+    sent (a client that pages by ``next_cursor`` may keep a fixed ``after_seq`` from an older
+    habit in its query: the cursor it follows decides)."""
     return cursor if cursor is not None else after_seq
 
 

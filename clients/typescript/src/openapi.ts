@@ -6017,7 +6017,7 @@ export interface operations {
                 format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic";
                 /** @description `next_cursor` of the previous page: entries with a greater seq */
                 cursor?: number;
-                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
                 after_seq?: number;
             };
             header?: never;
@@ -8451,7 +8451,7 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page: entries with a greater seq */
                 cursor?: number;
-                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
                 after_seq?: number;
             };
             header?: never;
@@ -8599,7 +8599,7 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page: entries with a greater seq */
                 cursor?: number;
-                /** @description Alias of `cursor` (entries with seq > after_seq) */
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
                 after_seq?: number;
             };
             header?: never;
