@@ -87,7 +87,9 @@ async def test_following_next_cursor_reaches_the_end_of_every_list(
 
 async def test_after_seq_is_an_alias_of_cursor(client: httpx.AsyncClient, sid: str) -> None:
     for n in range(5):  # five appends: five items, six events
-        r = await client.post(f"/v1/sessions/{sid}/items?create=true", json={"items": [user(f"t{n}")]})
+        r = await client.post(
+            f"/v1/sessions/{sid}/items?create=true", json={"items": [user(f"t{n}")]}
+        )
         assert r.status_code == 201, r.text
     for route in ("items", "history", "events"):
         path = f"/v1/sessions/{sid}/{route}"
@@ -96,9 +98,10 @@ async def test_after_seq_is_an_alias_of_cursor(client: httpx.AsyncClient, sid: s
         assert by_cursor == by_alias and by_cursor["items"], route
         assert all(entry["seq"] > 2 for entry in by_cursor["items"])
         both = await client.get(path, params={"cursor": 2, "after_seq": 2})
-        assert both.status_code == 200 and both.json() == (
-            await client.get(path, params={"cursor": 2})
-        ).json()
+        assert (
+            both.status_code == 200
+            and both.json() == (await client.get(path, params={"cursor": 2})).json()
+        )
         # both sent: the cursor decides (after_seq is only its alias)
         r = await client.get(path, params={"cursor": 2, "after_seq": 4, "limit": 2})
         assert r.status_code == 200 and r.json() == by_cursor, route

@@ -37,7 +37,9 @@ def documented() -> dict[str, set[int]]:
 
 
 def test_the_error_table_lists_every_problem_type_the_code_answers() -> None:
-    answered = domain_codes() | {code for code, _ in _HTTP_CODES.values()} | set(OTHER_PROBLEM_TYPES)
+    answered = (
+        domain_codes() | {code for code, _ in _HTTP_CODES.values()} | set(OTHER_PROBLEM_TYPES)
+    )
     table = documented()
     assert {"not-found", "method-not-allowed", "session-not-found"} <= answered
     missing = sorted(answered - set(table))

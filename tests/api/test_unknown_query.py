@@ -29,9 +29,7 @@ async def test_every_v1_operation_refuses_a_query_parameter_it_does_not_take(
     for method, template in operations:
         path = re.sub(r"\{[^}]+\}", sid, template)
         body = {} if method in ("post", "put", "patch") else None
-        r = await client.request(
-            method.upper(), path, params={"zq_not_a_param": "1"}, json=body
-        )
+        r = await client.request(method.upper(), path, params={"zq_not_a_param": "1"}, json=body)
         problem = assert_problem(r, 422, "unknown-query-parameter")
         assert problem["errors"] == [
             {
