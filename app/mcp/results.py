@@ -23,6 +23,7 @@ from starlette.requests import Request
 from app import jsonutil
 from app.api.problems import PROBLEM_BASE, status_for
 from app.domain import errors as e
+from app.domain.wire_errors import is_type_label, merge_union_errors
 from app.services.runtime import Actor, Encoded, Runtime
 
 # JSON-RPC error code the MCP specification gives an unknown resource.
@@ -61,10 +62,12 @@ def _clean_errors(
 ) -> list[dict[str, Any]]:
     out = []
     for err in raw:
+        # wire names only: pydantic's labels of union members are no argument's name
         loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", [])]
+        loc = [x for x in loc if not is_type_label(x)]
         kind = str(err.get("type") or default_type)
         out.append({"loc": [*prefix, *loc], "msg": str(err.get("msg", "")), "type": kind})
-    return out
+    return merge_union_errors(out)
 
 
 def domain_problem(exc: e.DomainError) -> dict[str, Any]:
