@@ -211,6 +211,10 @@ def _declare_problem_schema(app: FastAPI) -> None:
         for path, methods in schema.get("paths", {}).items():
             for operation in methods.values():
                 responses = operation.setdefault("responses", {})
+                if path.startswith("/v1/") and "422" not in responses:
+                    # An unknown query parameter is refused on every /v1 route (query_guard).
+                    responses["422"] = {"description": "Invalid input"}
+                    operation["responses"] = responses = dict(sorted(responses.items()))
                 if path.startswith("/v1/") and "503" not in responses:
                     # Every /v1 request may read the database (its key, at least): a dropped
                     # connection is a 503 database-unavailable with Retry-After.

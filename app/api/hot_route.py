@@ -28,12 +28,17 @@ from fastapi.routing import APIRoute, APIRouter
 from starlette.responses import Response
 
 from app.api.body_guard import parsed_body
+from app.api.query_guard import declared_query_names, guard_handler
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class HotRoute(APIRoute):
     def get_route_handler(self) -> Handler:  # called by APIRoute.__init__
+        # what any /v1 route refuses first: a query parameter it does not read
+        return guard_handler(self._hot_handler(), declared_query_names(self))
+
+    def _hot_handler(self) -> Handler:
         dependant = self.dependant
         declared = (
             dependant.path_params,
@@ -101,5 +106,6 @@ def serve_hot_routes_first(app: FastAPI, routers: Sequence[APIRouter]) -> None:
                     methods=sorted(route.methods),
                     name=route.name,
                     include_in_schema=False,
+                    openapi_extra=route.openapi_extra,  # the names it reads (query_guard)
                     route_class_override=HotRoute,
                 )

@@ -235,7 +235,7 @@ class EventRead(BaseModel):
 class EventList(BaseModel):
     items: list[EventRead]
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
 
 
@@ -281,7 +281,7 @@ HistoryItemRead = Annotated[
 class HistoryList(BaseModel):
     items: list[HistoryItemRead]
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
 
 

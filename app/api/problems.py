@@ -16,6 +16,7 @@ from starlette.routing import Match
 from app import jsonutil
 from app.domain import errors as e
 from app.domain.retention import TenantErased
+from app.domain.wire_errors import is_type_label, merge_union_errors, wire_loc
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,16 @@ _STATUS: list[tuple[type[e.DomainError], int]] = [
 
 
 class ProblemError(BaseModel):
-    loc: list[str | int] = Field(default_factory=list)
+    loc: list[str | int] = Field(
+        default_factory=list,
+        description="Where: `body`, `query`, `path` or `header`, then wire field names and "
+        "list indexes",
+    )
     msg: str
-    type: str | None = None
+    type: str = Field(
+        description="The kind of error, snake_case (`missing`, `string_type`, "
+        "`probably_another_format`, ...)"
+    )
 
 
 class Problem(BaseModel):
@@ -94,12 +102,21 @@ def problem_response(
     )
 
 
-def _clean_errors(raw: list[Any]) -> list[dict[str, Any]]:
+def _clean_errors(raw: list[Any], *, default_type: str, body: Any = None) -> list[dict[str, Any]]:
+    """``loc``, ``msg`` and ``type`` of each error; an error that names no ``type`` takes
+    ``default_type`` (never null: a client can switch on it). ``loc`` names wire fields only
+    (``app.domain.wire_errors``): inside the request ``body`` (when given) the keys and indexes
+    it holds, elsewhere everything but pydantic's labels of union members."""
     out = []
     for err in raw:
         loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", [])]
-        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": err.get("type")})
-    return out
+        kind = str(err.get("type") or default_type)
+        if body is not None and loc[:1] == ["body"]:
+            loc = ["body", *wire_loc(body, loc[1:], missing=kind == "missing")]
+        else:
+            loc = [x for x in loc if not is_type_label(x)]
+        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": kind})
+    return merge_union_errors(out)
 
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
@@ -107,7 +124,11 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     headers = None
     if isinstance(exc, e.Unavailable):
         headers = {"Retry-After": str(exc.retry_after)}
-    errors = _clean_errors(exc.errors) if exc.errors is not None else None
+    errors = (
+        _clean_errors(exc.errors, default_type=exc.code.replace("-", "_"))
+        if exc.errors is not None
+        else None
+    )
     status = status_for(exc)
     if status == 422 and errors is None:
         errors = []
@@ -139,7 +160,10 @@ def _explain_body(error: dict[str, Any]) -> dict[str, Any]:
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = [_explain_body(err) for err in _clean_errors(list(exc.errors()))]
+    errors = [
+        _explain_body(err)
+        for err in _clean_errors(list(exc.errors()), default_type="invalid", body=exc.body)
+    ]
     whole_body = len(errors) == 1 and errors[0]["loc"] == ["body"]
     return problem_response(
         status=422,
@@ -160,6 +184,25 @@ _HTTP_CODES = {
     406: ("not-acceptable", "Not acceptable"),
     413: ("body-too-large", "Request body too large"),
     415: ("unsupported-media-type", "Unsupported media type"),
+}
+
+
+# Problem types answered without a ``DomainError`` (the ASGI guards, authentication, request
+# validation, the last-resort handler), by status; with the domain errors' codes and
+# ``_HTTP_CODES`` they are every type this service answers (docs/api-guide.md's error table
+# lists each: tests/api/test_problem_types.py).
+OTHER_PROBLEM_TYPES: dict[str, int] = {
+    "api-key-required": 401,  # app.api.auth
+    "invalid-api-key": 401,
+    "insufficient-scope": 403,
+    "origin-not-allowed": 403,  # app.api.host_guard
+    "misdirected-request": 421,
+    "invalid-json": 422,  # app.api.body_guard
+    "json-too-deep": 422,
+    "validation-error": 422,  # request validation, below
+    "unknown-query-parameter": 422,  # app.api.query_guard
+    "internal-error": 500,
+    "http-error": 500,  # an HTTP status no row of _HTTP_CODES names
 }
 
 

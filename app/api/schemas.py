@@ -362,7 +362,7 @@ class AppendRead(BaseModel):
 class ItemList(BaseModel):
     items: list[ItemRead]
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
 
 
@@ -382,7 +382,7 @@ class RenderedItemList(BaseModel):
         None, description="gemini only: the page's system instruction, when it holds one"
     )
     next_cursor: int | None = Field(
-        description="Pass as `after_seq` for the next page; null at the end"
+        description="Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end"
     )
     notes: list[str] = Field(description="What this format cannot carry and was left out")
 

@@ -6,7 +6,7 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── NotFound               (SessionNotFound, ItemNotFound, SnapshotNotFound, ...)
     ├── Conflict               (SessionExists, DuplicateItemId, WorkingMemoryReplaced,
     │                          TransactionConflict, ...)
-    ├── PreconditionFailed     (VersionMismatch)
+    ├── PreconditionFailed     (VersionMismatch, SessionRecreated)
     ├── InvalidInput           (bad item, bad budget, a value the database refuses, ...)
     │   │                      carries field-level ``errors``
     │   └── LimitExceeded      (too many items, item or metadata too large, past a database
@@ -14,7 +14,7 @@ Hierarchy (the API maps each leaf to a status and a stable problem ``type``)::
     ├── IdempotencyKeyReused   (same key, another body)
     ├── Unavailable            (LockTimeout, LockBackendUnavailable, DatabaseUnavailable)
     │                          carries ``retry_after``
-    ├── Forbidden              (a key granting more than it holds)
+    ├── Forbidden              (a key granting more than it holds, OutsideKeyPrefix)
     ├── LLMNotConfigured       (policy ``llm`` on a server without an LLM endpoint: not
     │                          temporary; the client picks another policy)
     ├── SemanticSearchOff      (``mode=semantic`` on a server without an embedder)
@@ -107,6 +107,15 @@ class VersionMismatch(PreconditionFailed):
     title = "Session version does not match If-Match"
 
 
+class SessionRecreated(PreconditionFailed):
+    """A write with ``If-Match`` found the session it addressed deleted, and another session
+    by the same id created meanwhile, at the very version the client expected. Nothing was
+    written; reading the (new) session and retrying is safe."""
+
+    code = "session-recreated"
+    title = "Session was deleted and created again"
+
+
 class InvalidInput(DomainError):
     code = "invalid-input"
     title = "Invalid input"
@@ -181,3 +190,11 @@ class Forbidden(DomainError):
 
     code = "forbidden"
     title = "Forbidden"
+
+
+class OutsideKeyPrefix(Forbidden):
+    """A key confined to a session-id prefix asked to create a session outside it. The key
+    knows its own prefix, so naming it leaks nothing (reads outside it stay 404)."""
+
+    code = "outside-key-prefix"
+    title = "Session id outside the key's prefix"

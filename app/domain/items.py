@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from app.domain.errors import InvalidInput
+from app.domain.wire_errors import format_hint, merge_union_errors, probable_format, wire_loc
 
 # Ids of sessions, items and snapshots: URL-safe, no path separators, no leading dot.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -532,10 +533,7 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
         try:
             body = canonical_adapter.validate_python(data)
         except ValidationError as exc:
-            errors.extend(
-                {"loc": ["items", index, *e["loc"]], "msg": e["msg"], "type": e["type"]}
-                for e in exc.errors(include_url=False, include_context=False, include_input=False)
-            )
+            errors.extend(_item_errors(index, entry, exc))
             continue
         part_errors = _other_part_type_errors(body)
         if part_errors:
@@ -548,8 +546,39 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
                 {**e, "loc": ["items", index, *e.get("loc", [])]} for e in (exc.errors or [])
             )
     if errors:
-        raise InvalidInput(f"{len(errors)} invalid field(s) in the batch", errors=errors)
+        hints = [e["msg"] for e in errors if e.get("type") == "probably_another_format"]
+        detail = f"{len(errors)} invalid field(s) in the batch"
+        raise InvalidInput(detail + (f": {hints[0]}" if hints else ""), errors=errors)
     return out
+
+
+def _item_errors(index: int, entry: dict[str, Any], exc: ValidationError) -> list[dict[str, Any]]:
+    """What is wrong with one canonical item, in wire terms (``app.domain.wire_errors``): a
+    provider's chat message sent without ``format`` is told which format it looks like."""
+    fmt = probable_format(entry)
+    if fmt is not None:
+        return [
+            {"loc": ["items", index], "msg": format_hint(fmt), "type": "probably_another_format"}
+        ]
+    if "type" not in entry:
+        return [
+            {
+                "loc": ["items", index, "type"],
+                "msg": 'required: a canonical item names its "type" (message, function_call, '
+                "function_call_output, reasoning, or any other, kept as sent); or set "
+                '"format" to the format the items are written in',
+                "type": "missing",
+            }
+        ]
+    found = [
+        {
+            "loc": ["items", index, *wire_loc(entry, e["loc"], missing=e["type"] == "missing")],
+            "msg": e["msg"],
+            "type": e["type"],
+        }
+        for e in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+    return merge_union_errors(found)
 
 
 def _other_part_type_errors(body: CanonicalItem) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from app import jsonutil
 from app.api.problems import PROBLEM_BASE, status_for
 from app.domain import errors as e
+from app.domain.wire_errors import is_type_label, merge_union_errors
 from app.services.runtime import Actor, Encoded, Runtime
 
 # JSON-RPC error code the MCP specification gives an unknown resource.
@@ -56,20 +57,27 @@ def problem(
     return body
 
 
-def _clean_errors(raw: list[Any], *, prefix: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _clean_errors(
+    raw: list[Any], *, prefix: tuple[str, ...] = (), default_type: str = "invalid"
+) -> list[dict[str, Any]]:
     out = []
     for err in raw:
+        # wire names only: pydantic's labels of union members are no argument's name
         loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", [])]
-        out.append(
-            {"loc": [*prefix, *loc], "msg": str(err.get("msg", "")), "type": err.get("type")}
-        )
-    return out
+        loc = [x for x in loc if not is_type_label(x)]
+        kind = str(err.get("type") or default_type)
+        out.append({"loc": [*prefix, *loc], "msg": str(err.get("msg", "")), "type": kind})
+    return merge_union_errors(out)
 
 
 def domain_problem(exc: e.DomainError) -> dict[str, Any]:
     """The problem document ``app.api.problems`` answers ``exc`` with over REST."""
     status = status_for(exc)
-    errors = _clean_errors(exc.errors) if exc.errors is not None else None
+    errors = (
+        _clean_errors(exc.errors, default_type=exc.code.replace("-", "_"))
+        if exc.errors is not None
+        else None
+    )
     if status == 422 and errors is None:
         errors = []
     body = problem(status, exc.code, exc.title, exc.detail, errors=errors)

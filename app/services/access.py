@@ -13,7 +13,13 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import jsonutil
-from app.domain.errors import InvalidInput, SessionNotFound, VersionMismatch
+from app.domain.errors import (
+    InvalidInput,
+    OutsideKeyPrefix,
+    SessionNotFound,
+    SessionRecreated,
+    VersionMismatch,
+)
 from app.domain.ids import SESSION_ID_MAX
 from app.domain.items import NewItem, item_chars, new_item_id
 from app.domain.retention import is_expired
@@ -32,6 +38,18 @@ def check_visible(actor: Actor, session_id: str) -> None:
     """A key confined to a prefix sees nothing outside it: 404, like another tenant's."""
     if actor.session_prefix and not session_id.startswith(actor.session_prefix):
         raise SessionNotFound(f"session {session_id!r} not found")
+
+
+def check_creatable(actor: Actor, session_id: str, *, loc: list[str | int]) -> None:
+    """A key confined to a prefix may create only inside it: 403 naming the prefix (the key
+    knows it; a 404 on a create reads like a bug). ``loc`` names the wire field of the id."""
+    prefix = actor.session_prefix
+    if prefix and not session_id.startswith(prefix):
+        raise OutsideKeyPrefix(
+            f"this key creates sessions only under its prefix {prefix!r}; "
+            f"{session_id!r} is outside it",
+            errors=[{"loc": loc, "msg": f"must start with {prefix!r}", "type": "outside_prefix"}],
+        )
 
 
 def new_session_id(actor: Actor) -> str:
@@ -82,13 +100,14 @@ async def fail_write(
     if if_match is None:
         raise SessionNotFound(f"session {session_id!r} not found")
     state = found(await SessionRepository(db).get(actor.tenant_id, session_id), session_id)
-    detail = f"session is at version {state.version}, the request expected {if_match}"
     if state.version == if_match:  # another session by the same id, at the same version
-        detail = (
+        raise SessionRecreated(
             f"session {session_id!r} was deleted and created again while this write ran; "
-            "read it and retry"
+            "nothing was written: read it and retry"
         )
-    raise VersionMismatch(detail)
+    raise VersionMismatch(
+        f"session is at version {state.version}, the request expected {if_match}"
+    )
 
 
 async def record_write(

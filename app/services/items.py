@@ -35,6 +35,7 @@ from app.domain.sessions import SessionState, check_session_id
 from app.domain.tokens import item_tokens
 from app.services.access import (
     batch_chars,
+    check_creatable,
     check_visible,
     fail_write,
     json_size,
@@ -161,6 +162,8 @@ async def append_items(
     encode: Any,
 ) -> Encoded:
     check_session_id(session_id)
+    if create:
+        check_creatable(actor, session_id, loc=["path", "session_id"])
     check_visible(actor, session_id)
     measured = await off_loop_if_large(check_batch, rt, batch, chars=batch_chars(batch))
     count = len(measured)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import LimitExceeded
 from app.domain.sessions import SessionState, check_config, check_session_id
 from app.services.access import (
+    check_creatable,
     check_visible,
     json_size,
     load_current,
@@ -64,7 +65,7 @@ async def create_session(
     idempotency: IdempotencyRequest | None = None,
 ) -> Encoded:
     session_id = check_session_id(command.id) if command.id else new_session_id(actor)
-    check_visible(actor, session_id)
+    check_creatable(actor, session_id, loc=["body", "id"])
     _check_sizes(rt, metadata=command.metadata, config=command.config, summary=command.summary)
     config = check_config(command.config)
 
@@ -95,15 +96,46 @@ async def get_session(rt: Runtime, actor: Actor, session_id: str) -> SessionStat
         return await load_session(db, actor, session_id)
 
 
+def _listing_prefix(actor: Actor, prefix: str | None) -> tuple[bool, str | None]:
+    """(anything visible?, the prefix to filter by): the narrower of the key's prefix and the
+    one asked for; disjoint ones match nothing."""
+    if actor.session_prefix:
+        if prefix is None or actor.session_prefix.startswith(prefix):
+            return True, actor.session_prefix
+        if not prefix.startswith(actor.session_prefix):
+            return False, None
+    return True, prefix
+
+
+async def list_sessions_by_updated(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    before: tuple[datetime, str] | None,
+    limit: int,
+    prefix: str | None = None,
+) -> tuple[list[SessionState], tuple[datetime, str] | None]:
+    """A page of sessions newest first (last update, then id, descending) and the position of
+    the next page (None at the end). A session written while a client pages moves to the
+    front: one already seen is not seen twice, one not seen yet is seen by the next walk from
+    the first page."""
+    visible, prefix = _listing_prefix(actor, prefix)
+    if not visible:
+        return [], None
+    async with rt.store.read() as db:
+        rows = await SessionRepository(db).list_by_updated(
+            actor.tenant_id, before=before, limit=limit + 1, prefix=prefix, live_at=utcnow()
+        )
+    last = rows[limit - 1] if len(rows) > limit else None
+    return rows[:limit], (last.updated_at, last.id) if last is not None else None
+
+
 async def list_sessions(
     rt: Runtime, actor: Actor, *, after_id: str | None, limit: int, prefix: str | None = None
 ) -> tuple[list[SessionState], str | None]:
-    if actor.session_prefix:
-        # The effective filter is the narrower of the two prefixes; disjoint ones match nothing.
-        if prefix is None or actor.session_prefix.startswith(prefix):
-            prefix = actor.session_prefix
-        elif not prefix.startswith(actor.session_prefix):
-            return [], None
+    visible, prefix = _listing_prefix(actor, prefix)
+    if not visible:
+        return [], None
     async with rt.store.read() as db:
         rows = await SessionRepository(db).list(
             actor.tenant_id, after_id=after_id, limit=limit + 1, prefix=prefix, live_at=utcnow()

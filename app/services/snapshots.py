@@ -32,6 +32,7 @@ from app.domain.snapshots import (
 from app.domain.tokens import item_tokens
 from app.services.access import (
     batch_chars,
+    check_creatable,
     check_visible,
     fail_write,
     json_size,
@@ -415,7 +416,7 @@ async def fork_session(
         new_id = check_session_id(command.new_session_id)
     else:
         new_id = new_session_id(actor)
-    check_visible(actor, new_id)
+    check_creatable(actor, new_id, loc=["body", "new_session_id"])
     if new_id == session_id:
         # The origin exists, so its id is taken: the same 409 as any existing session's id.
         raise SessionExists(

@@ -349,6 +349,32 @@ class SessionRepository:
         stmt = stmt.order_by(t.c.id).limit(limit)
         return [state_of_row(r) for r in (await self.db.execute(stmt)).all()]
 
+    async def list_by_updated(
+        self,
+        tenant_id: str,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        prefix: str | None = None,
+        live_at: datetime | None = None,
+    ) -> list[SessionState]:
+        """A page newest first (``updated_at``, then id, both descending), after the position
+        ``before`` (the last page's last ``(updated_at, id)``): keyset paging on the index
+        ``ix_sessions_tenant_id_updated_at`` (migration 0012), read backwards."""
+        stmt = sa.select(*SESSION_COLUMNS).where(t.c.tenant_id == tenant_id)
+        if live_at is not None:
+            stmt = stmt.where(sa.or_(t.c.expires_at.is_(None), t.c.expires_at > live_at))
+        if before is not None:
+            updated_at, session_id = before
+            # a row comparison: Postgres starts the backward index scan at the position
+            # (an index condition, not a filter), so a deep page costs what the first does
+            at = sa.bindparam("before_updated_at", updated_at, type_=t.c.updated_at.type)
+            stmt = stmt.where(sa.tuple_(t.c.updated_at, t.c.id) < sa.tuple_(at, session_id))
+        if prefix:
+            stmt = stmt.where(t.c.id.startswith(prefix, autoescape=True))
+        stmt = stmt.order_by(t.c.updated_at.desc(), t.c.id.desc()).limit(limit)
+        return [state_of_row(r) for r in (await self.db.execute(stmt)).all()]
+
     async def delete_everything(self, tenant_id: str, session_id: str) -> ErasedCounts | None:
         """Delete the session and every row that holds its data, from every table (items and
         archive, events, snapshots, compactions, idempotency records; the search index goes with

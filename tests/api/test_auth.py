@@ -291,10 +291,12 @@ async def test_isolation_matrix_over_every_endpoint(auth_world: AuthWorld) -> No
                 for secret in hidden:
                     assert secret not in r.text, (where, who, secret)
             elif (method, template) == ("post", "/v1/sessions"):
-                # A key confined to "zz-" cannot create "t-..."; another tenant can (its own
-                # namespace, no existence leak through a 409): checked after the loop, as its
-                # session of the same id would answer the other tenant's later calls.
-                assert_problem(r, 404)
+                # A key confined to "zz-" cannot create "t-..." (403 naming its own prefix,
+                # which it knows); another tenant can (its own namespace, no existence leak
+                # through a 409): checked after the loop, as its session of the same id would
+                # answer the other tenant's later calls.
+                body = assert_problem(r, 403, "outside-key-prefix")
+                assert "'zz-'" in body["detail"], body
             elif (method, template) == ("post", "/v1/admin/keys"):
                 # Another tenant's admin mints keys in its own tenant only; the confined admin
                 # cannot grant a prefix outside its own.
@@ -464,13 +466,35 @@ async def test_a_prefix_key_sees_and_creates_only_inside_its_prefix(
         headers=bearer(agent),
     )
     assert r.status_code == 201
+    # creating outside the prefix is a 403 naming it (the key knows its prefix: no leak),
+    # whether the session exists or not; reading outside it stays a 404
+    for target in ("agent-2:c", "agent-2:a"):
+        r = await c.post(
+            f"/v1/sessions/{target}/items?create=true",
+            json={"items": [user("x")]},
+            headers=bearer(agent),
+        )
+        body = assert_problem(r, 403, "outside-key-prefix")
+        assert "'agent-1:'" in body["detail"] and body["errors"][0]["loc"] == [
+            "path",
+            "session_id",
+        ]
+    r = await c.post("/v1/sessions", json={"id": "agent-2:c"}, headers=bearer(agent))
+    body = assert_problem(r, 403, "outside-key-prefix")
+    assert "'agent-1:'" in body["detail"] and body["errors"][0]["loc"] == ["body", "id"]
     r = await c.post(
-        "/v1/sessions/agent-2:c/items?create=true",
-        json={"items": [user("x")]},
-        headers=bearer(agent),
+        "/v1/sessions/agent-1:a/fork", json={"new_session_id": "agent-2:f"}, headers=bearer(agent)
     )
-    assert_problem(r, 404)
+    body = assert_problem(r, 403, "outside-key-prefix")
+    assert body["errors"][0]["loc"] == ["body", "new_session_id"]
+    r = await c.post(
+        "/v1/sessions/agent-2:a/items", json={"items": [user("x")]}, headers=bearer(agent)
+    )
+    assert_problem(r, 404)  # an append without create is a write to a session it cannot see
     assert_problem(await c.get("/v1/sessions/agent-2:c", headers=bearer(full)), 404)
+    assert_problem(await c.get("/v1/sessions/agent-2:f", headers=bearer(full)), 404)
+    r = await c.get("/v1/sessions/agent-2:a/items", headers=bearer(full))
+    assert r.json()["items"] == []
     # without an id, the service names the session inside the key's prefix, as fork does
     r = await c.post("/v1/sessions", json={}, headers=bearer(agent))
     assert r.status_code == 201, r.text

@@ -307,7 +307,8 @@ async def test_a_prefix_of_new_characters_confines(key_world: KeyWorld, prefix: 
         json={"items": [user("x")]},
         headers=bearer(confined),
     )
-    assert_problem(r, 404)
+    # a create outside the prefix is told the prefix (the key knows it: nothing leaks)
+    assert repr(prefix) in assert_problem(r, 403, "outside-key-prefix")["detail"]
     assert_problem(await c.get(path("zz" + prefix + "new"), headers=bearer(full)), 404)
     # Generated ids land inside the prefix.
     r = await c.post("/v1/sessions", json={}, headers=bearer(confined))

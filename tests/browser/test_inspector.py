@@ -168,6 +168,10 @@ def test_the_inspector_shows_what_the_api_holds(
     assert "unknown or revoked" in steps["wrongKeyError"]
     assert steps["sessionRows"] == 1 and "admin, read, write" in steps["who"]
     assert steps["keyFormAfterReload"] == 0
+    # The sessions list is asked of the server newest first, a page at a time (issue 34
+    # item 11): no read of every id to sort them in the page.
+    lists = [u for u in seen["requests"] if "/v1/sessions?" in u]
+    assert lists and all("order=updated" in u and "limit=1000" not in u for u in lists), lists
 
     # Working memory: 200 entries, 39 call/output pairs shown together, the image inline.
     assert steps["memoryEntries"] == 200

@@ -328,8 +328,17 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
             "canonical",
             [{"type": "message", "role": "user", "content": "x", "extra": 1}],
             None,
-            [["items", 0, "message", "extra"]],
+            [["items", 0, "extra"]],  # wire fields only: no union member's tag
         ),
+        (
+            "canonical",
+            [{"type": "message", "role": "user", "content": [{"type": "text", "text": 5}]}],
+            None,
+            [["items", 0, "content", 0, "text"]],
+        ),
+        ("canonical", [{"type": "function_call", "name": "f"}], None, [["items", 0, "call_id"]]),
+        ("canonical", [{"role": "user", "content": "hi"}], None, [["items", 0]]),
+        ("canonical", [{"content": "hi"}], None, [["items", 0, "type"]]),
     ],
 )
 def test_ingest_rejects_only_what_is_not_valid_in_the_format(

@@ -216,10 +216,16 @@ async def test_with_auth_off_no_key_is_needed_and_only_loopback_names_are_served
         == 200
     )
     # A page on another site that got a rebound name pointed at 127.0.0.1 is refused.
-    assert post_initialize(sqlite_served.url, {"Host": "attacker.example"}).status_code == 421
-    assert (
-        post_initialize(sqlite_served.url, {"Origin": "http://attacker.example"}).status_code == 403
-    )
+    # Both refusals are problem documents, like every other error of the service.
+    for headers, status, code in (
+        ({"Host": "attacker.example"}, 421, "misdirected-request"),
+        ({"Origin": "http://attacker.example"}, 403, "origin-not-allowed"),
+    ):
+        refused = post_initialize(sqlite_served.url, headers)
+        assert refused.status_code == status, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        problem = refused.json()
+        assert problem["status"] == status and problem["type"].endswith("/" + code), problem
 
 
 def test_with_auth_on_any_host_name_is_served(postgres_served: Served) -> None:

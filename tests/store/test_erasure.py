@@ -483,3 +483,97 @@ async def test_a_delete_leaves_the_index_merge_to_the_background_and_the_text_go
         assert steps >= 1 and not await in_index()
     else:
         assert steps == 0  # Postgres drops index entries with the rows
+
+
+# -- an append racing delete-then-recreate of the same session id (issue 31 item 10) ---------
+# The append is sent while a second connection holds the session row (Postgres: FOR UPDATE;
+# SQLite: the database's write lock); that connection deletes the session and creates another
+# by the same id, then commits. The append must answer for the session it addressed: on
+# Postgres its fence finds the old row gone (404), lands on the new one when it may create
+# (?create=true), or, with an If-Match the new session happens to satisfy, says the session was
+# recreated (412 session-recreated, retryable). On SQLite writes are serialised, so the append
+# runs after the commit, on the new session. Never a 412 about a version nobody asked for.
+
+
+async def _waiting_on_a_lock(world: World, holder: AsyncConnection) -> None:
+    """Until some backend of this database waits on a lock (the append behind ``holder``)."""
+    if world.rt.store.is_sqlite:
+        await asyncio.sleep(0.3)  # the append waits in SQLite's busy handler; nothing to ask
+        return
+    for _ in range(200):
+        async with world.rt.store.read() as db:
+            waiting = await db.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                )
+            )
+            if waiting.scalar():
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the append never waited on the held row")
+
+
+@pytest.mark.parametrize(
+    ("query", "if_match", "pg_status", "pg_type"),
+    [
+        ("", None, 404, "session-not-found"),
+        ("?create=true", None, 201, None),
+        ("", 1, 412, "session-recreated"),
+    ],
+)
+async def test_an_append_racing_delete_and_recreate_answers_for_the_session_it_addressed(
+    world: World, query: str, if_match: int | None, pg_status: int, pg_type: str | None
+) -> None:
+    tenant, auth = await _tenant(world)
+    sid = f"race-{uuid.uuid4().hex[:8]}"
+    r = await world.client.post("/v1/sessions", headers=auth, json={"id": sid})
+    assert r.status_code == 201 and r.json()["version"] == 1
+    headers = dict(auth)
+    if if_match is not None:
+        headers["If-Match"] = f'"{if_match}"'
+    body = {"items": [{"type": "message", "role": "user", "content": "late turn"}]}
+    async with world.rt.store.write() as holder:
+        if not world.rt.store.is_sqlite:
+            await SessionRepository(holder).lock(tenant, sid)
+        append = asyncio.create_task(
+            world.client.post(f"/v1/sessions/{sid}/items{query}", headers=headers, json=body)
+        )
+        await _waiting_on_a_lock(world, holder)
+        assert not append.done()
+        sessions = SessionRepository(holder)
+        assert await sessions.delete_everything(tenant, sid) is not None
+        await sessions.insert(
+            tenant_id=tenant, session_id=sid, metadata={"incarnation": 2}, config={},
+            summary=None, now=utcnow(),
+        )  # fmt: skip
+    r = await append
+    new = await world.client.get(f"/v1/sessions/{sid}", headers=auth)
+    assert new.status_code == 200 and new.json()["metadata"] == {"incarnation": 2}
+    if world.rt.store.is_sqlite or pg_status == 201:
+        assert r.status_code == 201, r.text  # it ran on the session that exists now
+        assert new.json()["item_count"] == 1 and new.json()["version"] == r.json()["version"]
+        return
+    assert r.status_code == pg_status, r.text
+    assert r.json()["type"].endswith("/" + pg_type)
+    assert "expected None" not in r.text
+    assert new.json()["item_count"] == 0 and new.json()["version"] == 1  # nothing landed
+
+
+async def test_fail_write_tells_a_recreated_session_from_a_stale_version(world: World) -> None:
+    """The explanation step on its own, on both backends: the fence missed, and a session by
+    that id exists now at the version the client expected (recreated) or at another (stale)."""
+    from app.domain.errors import SessionRecreated, VersionMismatch
+
+    tenant, auth = await _tenant(world)
+    sid = f"race-{uuid.uuid4().hex[:8]}"
+    r = await world.client.post("/v1/sessions", headers=auth, json={"id": sid})
+    assert r.status_code == 201 and r.json()["version"] == 1
+    actor = Actor(tenant_id=tenant)
+    async with world.rt.store.write() as db:
+        with pytest.raises(SessionRecreated):
+            await fail_write(db, actor, sid, 1)
+        with pytest.raises(VersionMismatch) as stale:
+            await fail_write(db, actor, sid, 7)
+    assert not isinstance(stale.value, SessionRecreated)
+    assert "expected 7" in stale.value.detail

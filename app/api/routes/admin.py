@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import SessionStorage
 from app.api.session_ids import SessionIdValue, SessionPrefixValue
@@ -29,7 +30,7 @@ from app.services import keys as service
 from app.services import retention
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/admin/keys", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/keys", tags=["admin"], route_class=GuardedRoute)
 
 _CURSOR_RE = re.compile(KEY_ID_PATTERN)
 
@@ -157,7 +158,7 @@ async def revoke_key(
 
 # -- /v1/admin/tenants: erase a tenant, see its storage; /v1/admin/erasures: the audit trail --
 
-tenants_router = APIRouter(prefix="/v1/admin", tags=["admin"])
+tenants_router = APIRouter(prefix="/v1/admin", tags=["admin"], route_class=GuardedRoute)
 
 TenantIdPath = Annotated[
     str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", description="The tenant's id")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import ActorDep, IdempotencyDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import StrictBody
 from app.api.session_ids import SessionIdPath
@@ -18,7 +19,11 @@ from app.domain.compaction import CompactResult
 from app.services import compaction as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}",
+    tags=["compaction"],
+    route_class=GuardedRoute,
+)
 
 SessionId = SessionIdPath
 

@@ -12,6 +12,7 @@ from app.api.deps import ActorDep, ReadInRoute, RuntimeDep, actor_of, read_all, 
 from app.api.encoding import context_body, dumps
 from app.api.hot_route import hot_route
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import ContextItemRead, FormatName, StrictBody
 from app.api.session_ids import SESSION_ID_IN_PATH, SessionIdPath
@@ -19,7 +20,11 @@ from app.domain.items import MAX_SAFE_INTEGER
 from app.services import context as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/context", tags=["context"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/context",
+    tags=["context"],
+    route_class=GuardedRoute,
+)
 
 SessionId = SessionIdPath
 Tokenizer = Literal["o200k_base", "cl100k_base", "approx"]

@@ -10,19 +10,17 @@ from fastapi.responses import Response
 from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps
 from app.api.memory_schemas import EventList, HistoryList
+from app.api.paging import SeqPosition
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
-from app.domain.items import MAX_SAFE_INTEGER
 from app.services import history as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"])
+router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["history"], route_class=GuardedRoute)
 
 SessionId = SessionIdPath
-AfterSeq = Annotated[
-    int | None, Query(ge=0, le=MAX_SAFE_INTEGER, description="Entries with seq > after_seq")
-]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
@@ -37,7 +35,7 @@ async def list_events(
     session_id: SessionId,
     rt: RuntimeDep,
     actor: ActorDep,
-    after_seq: AfterSeq = None,
+    after_seq: SeqPosition,
     limit: Limit = 100,
 ) -> Response:
     rows, next_cursor = await service.list_events(
@@ -69,7 +67,7 @@ async def list_history(
     session_id: SessionId,
     rt: RuntimeDep,
     actor: ActorDep,
-    after_seq: AfterSeq = None,
+    after_seq: SeqPosition,
     limit: Limit = 100,
 ) -> Response:
     rows, next_cursor = await service.list_history(

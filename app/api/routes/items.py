@@ -21,7 +21,9 @@ from app.api.deps import (
 )
 from app.api.encoding import dumps, encode_append, items_dicts, rendered_page
 from app.api.hot_route import hot_route
+from app.api.paging import SeqPosition
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import (
     AppendRead,
@@ -32,11 +34,14 @@ from app.api.schemas import (
     RenderedItemList,
 )
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SESSION_ID_IN_PATH, SessionIdValue
-from app.domain.items import MAX_SAFE_INTEGER
 from app.services import items as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/items",
+    tags=["items"],
+    route_class=GuardedRoute,
+)
 
 SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
 
@@ -98,9 +103,7 @@ async def list_items(
     session_id: SessionId,
     rt: RuntimeDep,
     actor: ActorDep,
-    after_seq: Annotated[
-        int | None, Query(ge=0, le=MAX_SAFE_INTEGER, description="Items with seq > after_seq")
-    ] = None,
+    after_seq: SeqPosition,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     last: Annotated[
         int | None, Query(ge=1, le=1000, description="The newest N items, oldest first")

@@ -12,13 +12,18 @@ from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
 from app.api.encoding import dumps, rendered_page, session_dict
 from app.api.memory_schemas import ClearRead, PopRead
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import FormatName
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
 from app.services import memory as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}/items", tags=["items"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}/items",
+    tags=["items"],
+    route_class=GuardedRoute,
+)
 
 SessionId = Annotated[SessionIdValue, Path(description=SESSION_ID_DESCRIPTION)]
 

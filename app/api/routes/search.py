@@ -13,6 +13,7 @@ from app.api.deps import ActorDep, RuntimeDep
 from app.api.encoding import dumps, search_body
 from app.api.memory_schemas import SearchResults
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
 from app.domain.recall import DEFAULT_MIN_SCORE
@@ -20,7 +21,7 @@ from app.services import search as service
 from app.services.runtime import Encoded
 from app.store.search import SearchHit
 
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], route_class=GuardedRoute)
 
 SessionId = SessionIdPath
 Q = Annotated[

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -10,16 +12,17 @@ from fastapi.responses import Response
 from app.api.deps import ActorDep, IdempotencyDep, IfMatchDep, RuntimeDep
 from app.api.encoding import dumps, encode_session, session_dict
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import etag, json_response
 from app.api.schemas import SessionCreate, SessionList, SessionRead, SessionUpdate
-from app.api.session_ids import SessionIdPath, SessionIdValue
+from app.api.session_ids import SessionIdPath
 from app.domain.errors import InvalidInput
-from app.domain.ids import SESSION_PREFIX_MAX, is_valid_session_id
+from app.domain.ids import SESSION_ID_PATTERN, SESSION_PREFIX_MAX, is_valid_session_id
 from app.services import indexing, retention
 from app.services import sessions as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=GuardedRoute)
 
 SessionId = SessionIdPath
 
@@ -33,7 +36,7 @@ def _cursor_encode(after_id: str | None) -> str | None:
 def _cursor_decode(cursor: str | None) -> str | None:
     if not cursor:
         return None
-    if not is_valid_session_id(cursor):
+    if not is_valid_session_id(cursor) and not _UPDATED_RE.match(cursor):
         raise InvalidInput(
             "invalid cursor", errors=[{"loc": ["query", "cursor"], "msg": "not a cursor"}]
         )
@@ -64,29 +67,78 @@ async def create_session(
     return json_response(encoded)
 
 
+# order=updated: "<microseconds since 1970 UTC>.<the id's UTF-8 in hex>" of the page's last
+# row. Every string of that form names a position (as a search cursor does); any other string
+# (a session id, say) names the start. The spec's pattern admits both orders' cursors.
+_UPDATED_RE = re.compile(r"^([0-9]{1,18})\.((?:[0-9a-f]{2}){1,1024})$")
+_CURSOR_PATTERN = f"{SESSION_ID_PATTERN}|{_UPDATED_RE.pattern}"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _updated_cursor_encode(position: tuple[datetime, str] | None) -> str | None:
+    if position is None:
+        return None
+    when, session_id = position
+    micros = (when - _EPOCH) // timedelta(microseconds=1)
+    return f"{micros}.{session_id.encode().hex()}"
+
+
+def _updated_cursor_decode(cursor: str | None) -> tuple[datetime, str] | None:
+    match = _UPDATED_RE.match(cursor or "")
+    if match is None:
+        return None
+    try:
+        when = _EPOCH + timedelta(microseconds=int(match.group(1)))
+    except OverflowError:
+        when = datetime.max.replace(tzinfo=UTC)
+    session_id = bytes.fromhex(match.group(2)).decode("utf-8", "replace").replace("\x00", "\ufffd")
+    return when, session_id
+
+
 @router.get(
     "",
     response_model=SessionList,
     operation_id="listSessions",
-    summary="List sessions (cursor-paginated, by id)",
+    summary="List sessions (cursor-paginated, by id or newest first)",
     responses=problem_responses(422),
 )
 async def list_sessions(
     rt: RuntimeDep,
     actor: ActorDep,
     cursor: Annotated[
-        SessionIdValue | None, Query(description="`next_cursor` of the previous page")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=1024,
+            pattern=_CURSOR_PATTERN,
+            description="`next_cursor` of the previous page (listed with the same `order`; "
+            "with `order=id` it is the last id of that page)",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     prefix: Annotated[
         str | None,
         Query(max_length=SESSION_PREFIX_MAX, description="Only ids with this prefix"),
     ] = None,
+    order: Annotated[
+        Literal["id", "updated"],
+        Query(
+            description="`id`: by id, ascending; `updated`: the most recently written first "
+            "(then by id, descending)"
+        ),
+    ] = "id",
 ) -> Response:
-    rows, next_after = await service.list_sessions(
-        rt, actor, after_id=_cursor_decode(cursor), limit=limit, prefix=prefix
-    )
-    body = {"items": [session_dict(r) for r in rows], "next_cursor": _cursor_encode(next_after)}
+    if order == "updated":
+        rows, position = await service.list_sessions_by_updated(
+            rt, actor, before=_updated_cursor_decode(cursor), limit=limit, prefix=prefix
+        )
+        next_cursor = _updated_cursor_encode(position)
+    else:
+        rows, next_after = await service.list_sessions(
+            rt, actor, after_id=_cursor_decode(cursor), limit=limit, prefix=prefix
+        )
+        next_cursor = _cursor_encode(next_after)
+    body = {"items": [session_dict(r) for r in rows], "next_cursor": next_cursor}
     return json_response(Encoded(200, dumps(body)))
 
 

@@ -21,6 +21,7 @@ from app.api.memory_schemas import (
     SnapshotRead,
 )
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.schemas import SessionRead
 from app.api.session_ids import SessionIdPath
@@ -29,7 +30,11 @@ from app.domain.errors import InvalidInput
 from app.services import snapshots as service
 from app.services.runtime import Encoded
 
-router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["snapshots"])
+router = APIRouter(
+    prefix="/v1/sessions/{session_id}",
+    tags=["snapshots"],
+    route_class=GuardedRoute,
+)
 
 SessionId = SessionIdPath
 SnapshotId = Annotated[str, Path(description="Snapshot id", max_length=128)]

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import ActorDep
 from app.api.problems import problem_responses
+from app.api.query_guard import GuardedRoute
 
-router = APIRouter(prefix="/v1", tags=["auth"])
+router = APIRouter(prefix="/v1", tags=["auth"], route_class=GuardedRoute)
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("admin", "read", "write")  # sorted, as the answer lists them

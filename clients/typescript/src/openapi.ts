@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List sessions (cursor-paginated, by id) */
+        /** List sessions (cursor-paginated, by id or newest first) */
         get: operations["listSessions"];
         put?: never;
         /** Create a session */
@@ -2096,7 +2096,7 @@ export interface components {
             items: components["schemas"]["EventRead"][];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -3229,7 +3229,7 @@ export interface components {
             items: (components["schemas"]["HistoryMessage"] | components["schemas"]["HistoryFunctionCall"] | components["schemas"]["HistoryFunctionCallOutput"] | components["schemas"]["HistoryReasoning"] | components["schemas"]["HistoryOpaque"])[];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -3457,7 +3457,7 @@ export interface components {
             items: (components["schemas"]["StoredMessage"] | components["schemas"]["StoredFunctionCall"] | components["schemas"]["StoredFunctionCallOutput"] | components["schemas"]["StoredReasoning"] | components["schemas"]["StoredOpaque"])[];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
         };
@@ -3630,12 +3630,18 @@ export interface components {
         };
         /** ProblemError */
         ProblemError: {
-            /** Loc */
+            /**
+             * Loc
+             * @description Where: `body`, `query`, `path` or `header`, then wire field names and list indexes
+             */
             loc?: (string | number)[];
             /** Msg */
             msg: string;
-            /** Type */
-            type?: string | null;
+            /**
+             * Type
+             * @description The kind of error, snake_case (`missing`, `string_type`, `probably_another_format`, ...)
+             */
+            type: string;
         };
         /** Readiness */
         Readiness: {
@@ -3776,7 +3782,7 @@ export interface components {
             system_instruction?: components["schemas"]["JsonValue"];
             /**
              * Next Cursor
-             * @description Pass as `after_seq` for the next page; null at the end
+             * @description Pass as `cursor` (or its alias `after_seq`) for the next page; null at the end
              */
             next_cursor: number | null;
             /**
@@ -5783,11 +5789,13 @@ export interface operations {
     listSessions: {
         parameters: {
             query?: {
-                /** @description `next_cursor` of the previous page */
+                /** @description `next_cursor` of the previous page (listed with the same `order`; with `order=id` it is the last id of that page) */
                 cursor?: string;
                 limit?: number;
                 /** @description Only ids with this prefix */
                 prefix?: string;
+                /** @description `id`: by id, ascending; `updated`: the most recently written first (then by id, descending) */
+                order?: "id" | "updated";
             };
             header?: never;
             path?: never;
@@ -6992,13 +7000,15 @@ export interface operations {
     listItems: {
         parameters: {
             query?: {
-                /** @description Items with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
                 /** @description The newest N items, oldest first */
                 last?: number;
                 /** @description `canonical`: stored items with their envelope; a provider format: its own items or messages, exactly as appended in it (a page never ends inside a provider message) */
                 format?: "canonical" | "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
+                after_seq?: number;
             };
             header?: never;
             path: {
@@ -9433,9 +9443,11 @@ export interface operations {
     listEvents: {
         parameters: {
             query?: {
-                /** @description Entries with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
+                after_seq?: number;
             };
             header?: never;
             path: {
@@ -9579,9 +9591,11 @@ export interface operations {
     listHistory: {
         parameters: {
             query?: {
-                /** @description Entries with seq > after_seq */
-                after_seq?: number;
                 limit?: number;
+                /** @description `next_cursor` of the previous page: entries with a greater seq */
+                cursor?: number;
+                /** @description Alias of `cursor` (entries with seq > after_seq), read when no `cursor` is sent */
+                after_seq?: number;
             };
             header?: never;
             path: {
@@ -11528,6 +11542,35 @@ export interface operations {
                      *       "status": 421,
                      *       "detail": "this server runs without authentication and answers only to a loopback host name (localhost, 127.0.0.1, [::1]) or one in ALLOWED_HOSTS; the request named 'attacker.example'",
                      *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/validation-error",
+                     *       "title": "Request validation failed",
+                     *       "status": 422,
+                     *       "detail": "1 invalid field(s)",
+                     *       "instance": "/v1/sessions/agent-42/items",
+                     *       "errors": [
+                     *         {
+                     *           "loc": [
+                     *             "items",
+                     *             1,
+                     *             "role"
+                     *           ],
+                     *           "msg": "role 'wizard' is not supported",
+                     *           "type": null
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

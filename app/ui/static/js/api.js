@@ -55,8 +55,8 @@ export async function api(path, { method = "GET", params, body, key = storedKey(
   return data;
 }
 
-/** Every page of a ``{items, next_cursor}`` list whose cursor is ``after_seq`` or ``cursor``. */
-export async function allPages(path, { params = {}, cursorParam = "after_seq", cap = 20000 } = {}) {
+/** Every page of a ``{items, next_cursor}`` list (every list takes its ``next_cursor`` back as ``cursor``). */
+export async function allPages(path, { params = {}, cursorParam = "cursor", cap = 20000 } = {}) {
   const out = [];
   let cursor = null;
   for (;;) {

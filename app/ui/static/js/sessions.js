@@ -1,16 +1,15 @@
 // /ui/: the tenant's sessions, newest first, filtered by id prefix (the API's `prefix`) and by
-// metadata. The API pages sessions by id; this page reads those pages (up to LOAD_CAP sessions)
-// and orders them by last update, then pages through them itself.
+// metadata. The API lists them newest first (`order=updated`, keyset-paged): a page of the
+// inspector reads API pages until it has PAGE sessions that match the metadata filter (or has
+// looked at SCAN_CAP sessions), and "Older" goes on from the API's cursor.
 
-import { allPages } from "./api.js";
+import { api } from "./api.js";
 import { field, h, notice, num, table, timeEl } from "./dom.js";
 import { navigate } from "./nav.js";
 
 const PAGE = 25;
-const LOAD_CAP = 10000;
+const SCAN_CAP = 2000;
 
-/** ``key=value`` terms must all match the metadata (values compared as text); other words
- * must appear somewhere in the metadata's JSON. */
 export function metadataMatches(metadata, filter) {
   const terms = filter.trim().split(/\s+/).filter(Boolean);
   const text = JSON.stringify(metadata ?? {}).toLowerCase();
@@ -28,7 +27,7 @@ export function metadataMatches(metadata, filter) {
 export async function sessionsPage(main, params) {
   const prefix = params.get("prefix") || "";
   const meta = params.get("metadata") || "";
-  const page = Math.max(1, Number.parseInt(params.get("page") || "1", 10) || 1);
+  const cursor = params.get("cursor") || "";
 
   const prefixInput = h("input", { name: "prefix", value: prefix, spellcheck: "false", autocomplete: "off" });
   const metaInput = h("input", { name: "metadata", value: meta, spellcheck: "false", autocomplete: "off", placeholder: "agent=coder" });
@@ -46,20 +45,25 @@ export async function sessionsPage(main, params) {
   document.title = "Sessions · Inspector";
   main.append(h("h1", {}, "Sessions"), form);
 
-  const { items, truncated } = await allPages("/v1/sessions", {
-    params: { limit: 1000, prefix: prefix || undefined }, cursorParam: "cursor", cap: LOAD_CAP,
-  });
-  const matching = items
-    .filter((s) => !meta || metadataMatches(s.metadata, meta))
-    .sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || "") || a.id.localeCompare(b.id));
-  const pages = Math.max(1, Math.ceil(matching.length / PAGE));
-  const current = Math.min(page, pages);
-  const shown = matching.slice((current - 1) * PAGE, current * PAGE);
+  // API pages, newest first, until a page of matches (the server orders and pages; nothing
+  // here reads the whole tenant).
+  const shown = [];
+  let next = cursor || null;
+  let scanned = 0;
+  do {
+    const page = await api("/v1/sessions", {
+      params: { order: "updated", limit: meta ? 100 : PAGE, prefix: prefix || undefined, cursor: next ?? undefined },
+    });
+    scanned += page.items.length;
+    shown.push(...page.items.filter((s) => !meta || metadataMatches(s.metadata, meta)));
+    next = page.next_cursor ?? null;
+  } while (next !== null && shown.length < PAGE && scanned < SCAN_CAP);
 
-  if (truncated) {
-    main.append(notice("warn", `More than ${num(LOAD_CAP)} sessions: showing the newest of the first ${num(LOAD_CAP)} by id. Narrow the list with an id prefix.`));
+  if (next !== null && shown.length < PAGE) {
+    main.append(notice("warn", `Looked at ${num(scanned)} sessions for this page; older ones may match too (Older →). Narrow the list with an id prefix.`));
   }
-  main.append(h("p", { class: "muted", id: "session-count" }, `${num(matching.length)} session(s), newest first`));
+  main.append(h("p", { class: "muted", id: "session-count" },
+    `${num(shown.length)} session(s) on this page, newest first`));
   const rows = shown.map((s) =>
     h("tr", { dataset: { session: s.id } },
       h("th", { scope: "row" }, h("a", { href: `/ui/sessions/${encodeURIComponent(s.id)}` }, s.id)),
@@ -69,13 +73,14 @@ export async function sessionsPage(main, params) {
       h("td", {}, timeEl(s.updated_at))));
   main.append(table(["Id", "Metadata", "Items", "Tokens", "Updated"], rows, { caption: "Sessions", className: "sessions" }));
 
-  const link = (n, text) => {
+  const link = (to, text) => {
     const q = new URLSearchParams(params);
-    q.set("page", String(n));
-    return h("a", { href: `/ui/?${q}`, class: "button" }, text);
+    q.delete("page");
+    if (to) q.set("cursor", to);
+    else q.delete("cursor");
+    return h("a", { href: `/ui/${q.toString() ? `?${q}` : ""}`, class: "button" }, text);
   };
   main.append(h("nav", { class: "pager", "aria-label": "pages of sessions" },
-    current > 1 ? link(current - 1, "← Newer") : null,
-    h("span", {}, `Page ${current} of ${pages}`),
-    current < pages ? link(current + 1, "Older →") : null));
+    cursor ? link(null, "← Newest") : null,
+    next !== null ? link(next, "Older →") : null));
 }
