@@ -304,7 +304,14 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
             [["items", 0, "content", 0, "text"]],
         ),
         ("openai-chat", [{"role": "user", "content": "x"}], "sys", [["system"]]),
-        ("openai-responses", [{"status": "completed"}], None, [["items", 0, "type"]]),
+        # a message (it has a role) whose type is not a string; without a role, an object
+        # is an opaque item (tests/api/test_any_object.py)
+        (
+            "openai-responses",
+            [{"type": None, "role": "user", "content": "x"}],
+            None,
+            [["items", 0, "type"]],
+        ),
         (
             "openai-responses",
             [{"type": "function_call", "name": "f", "arguments": "{}"}],
