@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -52,13 +51,13 @@ from langchain_core.messages import (
 )
 
 from session_memory_client import _core
+from session_memory_client._bridge import blocking
 from session_memory_client.client import AsyncSessionMemoryClient, SessionMemoryClient
 from session_memory_client.errors import NotFoundError
 
 FORMAT = "openai-chat"
 FIELD = "langchain"  # the key holding the LangChain message in each stored Chat message
 PAGE = 1000
-_T = TypeVar("_T")
 
 
 class ServiceChatMessageHistory(BaseChatMessageHistory):
@@ -92,7 +91,7 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
             except NotFoundError:
                 return []
             return [from_chat(m) for m in listed]
-        return _blocking(self.aget_messages)
+        return blocking(self.aget_messages)
 
     async def aget_messages(self) -> list[BaseMessage]:
         client = self.client
@@ -100,8 +99,7 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
             return await asyncio.to_thread(lambda: self.messages)
         try:
             listed = [
-                m
-                async for m in client.iter_items(self.session_id, page_size=PAGE, format=FORMAT)
+                m async for m in client.iter_items(self.session_id, page_size=PAGE, format=FORMAT)
             ]
         except NotFoundError:
             return []
@@ -111,7 +109,7 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
         """The budgeted next-turn prompt as LangChain messages ([] for a missing session)."""
         client = self.client
         if isinstance(client, AsyncSessionMemoryClient):
-            return _blocking(lambda: self.aget_prompt(**budget))
+            return blocking(lambda: self.aget_prompt(**budget))
         try:
             context = client.get_context(self.session_id, FORMAT, **{**self.context, **budget})
         except NotFoundError:
@@ -135,7 +133,7 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         client = self.client
         if isinstance(client, AsyncSessionMemoryClient):
-            _blocking(lambda: self.aadd_messages(messages))
+            blocking(lambda: self.aadd_messages(messages))
             return
         if messages:
             client.append_items(
@@ -163,7 +161,7 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         client = self.client
         if isinstance(client, AsyncSessionMemoryClient):
-            _blocking(self.aclear)
+            blocking(self.aclear)
             return
         try:
             client.clear_items(self.session_id)
@@ -264,20 +262,6 @@ def _text_or_parts(content: Any) -> Any:
         elif isinstance(block.get("text"), str):
             parts.append({"type": "text", "text": block["text"]})
     return parts or ""
-
-
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="session-memory-langchain")
-
-
-def _blocking(call: Callable[[], Awaitable[_T]]) -> _T:
-    """Run an async method of the async client from sync code: on its own event loop in a
-    worker thread (the client keeps a connection pool per loop), so it works whether or
-    not the caller's thread runs a loop."""
-
-    async def run() -> _T:
-        return await call()
-
-    return _POOL.submit(asyncio.run, run()).result()
 
 
 __all__ = ["ServiceChatMessageHistory", "from_chat", "to_chat"]
