@@ -1071,7 +1071,7 @@ export interface components {
              */
             format?: "canonical";
             /** Items */
-            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["OpaqueItemCreate"])[];
+            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["OpaqueItemCreate"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * ChatAssistantFunctionCallMessage
@@ -2223,7 +2223,7 @@ export interface components {
              * @default function_call
              * @constant
              */
-            type?: "function_call";
+            type: "function_call";
             /** Call Id */
             call_id: string;
             /** Name */
@@ -2280,7 +2280,7 @@ export interface components {
              * @default function_call_output
              * @constant
              */
-            type?: "function_call_output";
+            type: "function_call_output";
             /** Call Id */
             call_id: string;
             /** Output */
@@ -2347,7 +2347,7 @@ export interface components {
              * @default message
              * @constant
              */
-            type?: "message";
+            type: "message";
             /**
              * Role
              * @enum {string}
@@ -2371,9 +2371,9 @@ export interface components {
             archived_reason: string | null;
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself
+             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
              */
-            type: string;
+            type?: unknown;
             /** Id */
             id: string;
             /** Seq */
@@ -2447,7 +2447,7 @@ export interface components {
              * @default reasoning
              * @constant
              */
-            type?: "reasoning";
+            type: "reasoning";
             /** Summary */
             summary?: string[];
             /** Content */
@@ -2625,7 +2625,7 @@ export interface components {
              */
             format: "openai-responses";
             /** Items */
-            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"])[];
+            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * OtherPart
@@ -4497,7 +4497,7 @@ export interface components {
              * @default function_call
              * @constant
              */
-            type?: "function_call";
+            type: "function_call";
             /** Call Id */
             call_id: string;
             /** Name */
@@ -4543,7 +4543,7 @@ export interface components {
              * @default function_call_output
              * @constant
              */
-            type?: "function_call_output";
+            type: "function_call_output";
             /** Call Id */
             call_id: string;
             /** Output */
@@ -4589,7 +4589,7 @@ export interface components {
              * @default message
              * @constant
              */
-            type?: "message";
+            type: "message";
             /**
              * Role
              * @enum {string}
@@ -4601,14 +4601,15 @@ export interface components {
         /**
          * StoredOpaque
          * @description An item of any other type (hosted tool calls, computer use, MCP, shell, apply-patch,
-         *     compaction, ...): the item as it was sent, plus the envelope fields.
+         *     compaction, ...) or any other JSON object (untyped: without a usable `type`): the item as
+         *     it was sent, plus the envelope fields.
          */
         StoredOpaque: {
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself
+             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
              */
-            type: string;
+            type?: unknown;
             /** Id */
             id: string;
             /** Seq */
@@ -4671,7 +4672,7 @@ export interface components {
              * @default reasoning
              * @constant
              */
-            type?: "reasoning";
+            type: "reasoning";
             /** Summary */
             summary?: string[];
             /** Content */
@@ -4752,6 +4753,30 @@ export interface components {
             type: "text";
             /** Text */
             text: string;
+        };
+        /**
+         * UntypedItemCreate
+         * @description Any other JSON object, without a usable `type` (missing, not a string, empty or longer
+         *     than 64 characters) and without a `role` (which makes an object a message, held to a
+         *     message's rules): an SDK wrapper's encrypted envelope, say. Stored whole, exactly as sent,
+         *     and listed back so; no prompt carries it (the projection leaves it out with a note).
+         */
+        UntypedItemCreate: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /** WhoAmIRead */
         WhoAmIRead: {
