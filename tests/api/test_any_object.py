@@ -151,3 +151,42 @@ async def test_nul_outside_items_is_still_422(client: httpx.AsyncClient, sid: st
         r = await client.request(method, url, json=body)
         assert_problem(r, 422, "invalid-json")
     assert await all_items(client, sid) == []
+
+
+async def test_items_with_nul_and_untyped_items_go_through_compaction_and_snapshots(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """What the service makes of items (a structured summary, a snapshot, a restore, a fork)
+    holds NUL and untyped items as well as the items themselves do."""
+    await create(client, sid)
+    items = [
+        user("first\u0000question"),
+        {"type": "message", "role": "assistant", "content": "an\u0000answer"},
+        ENVELOPE,
+        user("second"),
+        {"type": "message", "role": "assistant", "content": "ok"},
+    ]
+    assert (await post(client, sid, raw(items, "canonical"))).status_code == 201
+    snap = await client.post(f"/v1/sessions/{sid}/snapshots", json={"label": "nul"})
+    assert snap.status_code == 201, snap.text
+    r = await client.post(
+        f"/v1/sessions/{sid}/compact", json={"policy": "structured", "keep_last_items": 2}
+    )
+    assert r.status_code == 200, r.text
+    ctx = (await client.post(f"/v1/sessions/{sid}/context", json={"format": "openai-chat"})).json()
+    assert ctx["messages"][0]["role"] == "system"
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snap.json()["id"]})
+    assert r.status_code == 200, r.text
+    restored = await all_items(client, sid)
+    assert [i.get("content") for i in restored] == [
+        "first\u0000question",
+        "an\u0000answer",
+        None,
+        "second",
+        "ok",
+    ]
+    assert {k: restored[2][k] for k in ENVELOPE} == ENVELOPE
+    fork = await client.post(f"/v1/sessions/{sid}/fork", json={"new_session_id": sid + "-fork"})
+    assert fork.status_code == 201, fork.text
+    forked = await all_items(client, sid + "-fork")
+    assert [i.get("content") for i in forked] == [i.get("content") for i in restored]
