@@ -61,7 +61,9 @@ EVERY_KIND: list[BaseMessage] = [
         response_metadata={"model_name": "gpt-x", "finish_reason": "tool_calls"},
         additional_kwargs={"refusal": None},
     ),
-    ToolMessage("3 zebrafish charts found", tool_call_id="call_1", id="t-1", artifact={"rows": [1, 2, 3]}),
+    ToolMessage(
+        "3 zebrafish charts found", tool_call_id="call_1", id="t-1", artifact={"rows": [1, 2, 3]}
+    ),
     ToolMessage("zoom failed", tool_call_id="call_2", status="error", name="zoom"),
     AIMessage(
         [
@@ -223,3 +225,27 @@ def test_runnable_with_message_history_keeps_the_conversation(
     ]
     listed = sync_client.list_items(new_id, format="openai-chat")["items"]
     assert [m["role"] for m in listed] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_message_stored_as_several_items_comes_back_whole_across_pages(
+    sync_client: SessionMemoryClient, new_id: str
+) -> None:
+    """An AI message with tool calls is several items in the service; a page of 1,000 items
+    may end inside it."""
+    history = ServiceChatMessageHistory(sync_client, new_id)
+    first: list[BaseMessage] = [HumanMessage(f"m{n}") for n in range(999)]
+    calls = AIMessage(
+        "two calls",
+        tool_calls=[
+            {"name": "f", "args": {}, "id": "a", "type": "tool_call"},
+            {"name": "g", "args": {}, "id": "b", "type": "tool_call"},
+        ],
+    )
+    history.add_messages(first)
+    history.add_messages(
+        [calls, ToolMessage("ra", tool_call_id="a"), ToolMessage("rb", tool_call_id="b")]
+    )
+    assert sync_client.get_session(new_id)["item_count"] == 1004  # the AI message is 3 items
+    assert dicts(history.messages) == dicts(
+        [*first, calls, ToolMessage("ra", tool_call_id="a"), ToolMessage("rb", tool_call_id="b")]
+    )
