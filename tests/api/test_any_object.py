@@ -100,6 +100,8 @@ async def test_objects_with_a_role_are_messages_and_a_broken_one_is_422(
     r = await post(client, sid, raw([user("fine"), item], fmt))
     problem = assert_problem(r, 422)
     assert problem["errors"][0]["loc"][:2] == ["items", 1], problem
+    if fmt == "canonical":  # says what to do: name the message's format
+        assert '"format"' in problem["errors"][0]["msg"], problem
     assert await all_items(client, sid) == []
 
 
