@@ -212,9 +212,7 @@ def _usable_type(kind: Any) -> bool:
 def is_untyped(body: CanonicalItem) -> bool:
     """Whether ``body`` is an opaque item sent without a usable ``type``: an object only
     the client that wrote it can read, which no provider format can carry."""
-    return (
-        type(body) is OpaqueItem and body.type == UNTYPED and body.data.get("type") != UNTYPED
-    )
+    return type(body) is OpaqueItem and body.type == UNTYPED and body.data.get("type") != UNTYPED
 
 
 CORE_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})

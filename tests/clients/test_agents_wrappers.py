@@ -127,4 +127,3 @@ async def test_strings_with_nul_round_trip(sm: AsyncSessionMemoryClient, new_id:
     wrapped = encrypted(ServiceSession(sm, new_id + "-enc"), new_id + "-enc")
     await wrapped.add_items(items)
     assert await wrapped.get_items() == items
-
