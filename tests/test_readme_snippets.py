@@ -465,3 +465,16 @@ def test_api_guide_examples_run_as_pasted(readme_server: str, tmp_path: Path) ->
     assert branch["item_count"] == copy["item_count"] == 5
     keys = httpx.get(readme_server + "/v1/admin/keys").json()["items"]
     assert [(k["name"], k["session_prefix"]) for k in keys] == [("reader", "guide")]
+
+
+@pytest.mark.timeout(600)
+def test_clients_doc_python_snippets_run_as_pasted(readme_server: str, tmp_path: Path) -> None:
+    """docs/clients.md: the Agents SDK wrapper, LangChain and Pydantic AI sections (its
+    TypeScript blocks run in clients/typescript's own tests), twice into the same server."""
+    # the generated-client commands (Node.js), and the ADK snippet (run by
+    # clients/python/tests_adk in the venv that has google-adk)
+    assert _readme_skips("docs/clients.md") <= 2
+    for run in ("first", "again"):
+        run_file("docs/clients.md", readme_server, tmp_path / run, extra_env={})
+    for sid, count in (("docs-langchain", 4), ("docs-pydantic-ai", 4), ("docs-encrypted", 1)):
+        assert httpx.get(f"{readme_server}/v1/sessions/{sid}").json()["item_count"] == count

@@ -193,12 +193,34 @@ class OpaqueItemCreate(_Open):
     metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
 
 
+# What makes an object an untyped item: neither a usable ``type`` nor a ``role``.
+_TYPED_OR_MESSAGE = {
+    "anyOf": [
+        {
+            "required": ["type"],
+            "properties": {"type": {"type": "string", "minLength": 1, "maxLength": 64}},
+        },
+        {"required": ["role"]},
+    ]
+}
+
+
+class UntypedItemCreate(_ProviderEnvelope):
+    """Any other JSON object, without a usable `type` (missing, not a string, empty or longer
+    than 64 characters) and without a `role` (which makes an object a message, held to a
+    message's rules): an SDK wrapper's encrypted envelope, say. Stored whole, exactly as sent,
+    and listed back so; no prompt carries it (the projection leaves it out with a note)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"not": _TYPED_OR_MESSAGE})
+
+
 CanonicalItemCreate = Annotated[
     MessageCreate
     | FunctionCallCreate
     | FunctionCallOutputCreate
     | ReasoningCreate
-    | OpaqueItemCreate,
+    | OpaqueItemCreate
+    | UntypedItemCreate,
     Field(union_mode="left_to_right"),
 ]
 
@@ -755,7 +777,8 @@ ResponsesItem = Annotated[
     | ResponsesItemReference
     | ResponsesProgram
     | ResponsesProgramOutput
-    | ResponsesOtherItem,
+    | ResponsesOtherItem
+    | UntypedItemCreate,
     Field(union_mode="left_to_right"),
 ]
 

@@ -12,7 +12,11 @@ Refused:
   numbers that overflow a double;
 - a JSON body nesting deeper than ``max_depth`` (Python's own parser would overflow its stack
   at a few thousand levels);
-- a NUL character in any string or object key (Postgres JSONB rejects ``\\u0000``).
+- a NUL character in any string or object key (Postgres JSONB rejects ``\\u0000``), except
+  in the items of an append (``POST /v1/sessions/{id}/items``): JSON allows one, and an
+  item is stored as JSON text, where the escape survives (the columns derived from it for
+  queries and search hold the NUL as a space, ``app.store.items``). An item's ``metadata``
+  is held to the rule of every other object (Postgres reads it as JSON).
 
 Integers of any size are accepted and kept exact (``app.jsonutil``).
 
@@ -80,9 +84,19 @@ def parsed_body(scope: Scope) -> Any:
     return scope.get(_PARSED)
 
 
-def check_json_body(body: bytes, *, max_depth: int) -> Any:
+# The requests whose ``items`` are stored as JSON text, where a NUL survives as its escape.
+_APPEND_PATH = re.compile(r"/v1/sessions/[^/]+/items")
+
+
+def _nul_allowed(loc: list[str | int]) -> bool:
+    """Whether ``loc`` is inside an item (``["body", "items", i, key, ...]``), not in its
+    ``metadata`` envelope."""
+    return loc[1:2] == ["items"] and (len(loc) < 4 or loc[3] != "metadata")
+
+
+def check_json_body(body: bytes, *, max_depth: int, nul_in_items: bool = False) -> Any:
     """The value of ``body``; ``_Refused`` if it is not JSON the service can store and send
-    back."""
+    back (``nul_in_items``: a NUL is fine inside the top-level ``items``)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -98,7 +112,7 @@ def check_json_body(body: bytes, *, max_depth: int) -> Any:
     while stack:
         node, depth, loc = stack.pop()
         if isinstance(node, str):
-            if "\x00" in node:
+            if "\x00" in node and not (nul_in_items and _nul_allowed(loc)):
                 raise _Refused(
                     "invalid-json",
                     "Invalid JSON body",
@@ -116,7 +130,7 @@ def check_json_body(body: bytes, *, max_depth: int) -> Any:
                 )
             if isinstance(node, dict):
                 for key, child in node.items():
-                    if "\x00" in key:
+                    if "\x00" in key and not (nul_in_items and _nul_allowed([*loc, key])):
                         raise _Refused(
                             "invalid-json",
                             "Invalid JSON body",
@@ -214,7 +228,12 @@ class JsonGuardMiddleware:
             return
         if body:
             try:
-                scope[_PARSED] = check_json_body(body, max_depth=self.max_depth)
+                scope[_PARSED] = check_json_body(
+                    body,
+                    max_depth=self.max_depth,
+                    nul_in_items=scope.get("method") == "POST"
+                    and _APPEND_PATH.fullmatch(scope["path"]) is not None,
+                )
             except _Refused as refused:
                 await self._refuse(scope, receive, send, refused)
                 return

@@ -437,7 +437,7 @@ PROBLEMS: dict[str, dict[str, Any]] = {
         "Request validation failed",
         "1 invalid field(s)",
         errors=[
-            {"loc": ["items", 1, "role"], "msg": "role 'wizard' is not supported", "type": None}
+            {"loc": ["items", 1, "role"], "msg": "role 'wizard' is not supported", "type": "invalid_input"}
         ],
     ),
     "502": _problem(502, "upstream-failed", "Upstream model failed", "the model timed out"),

@@ -16,6 +16,7 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
     model_validator,
 )
@@ -264,33 +265,50 @@ class _Envelope(BaseModel):
     )
 
 
+def _type_required(schema: dict[str, Any]) -> None:
+    """A stored item of a core type always has its ``type`` on the wire (an item without one
+    is an untyped ``StoredOpaque``)."""
+    schema["required"] = ["type", *schema.get("required", [])]
+
+
 class StoredMessage(MessageItem, _Envelope):
-    model_config = ConfigDict(extra="forbid", frozen=True, title="StoredMessage")
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="StoredMessage", json_schema_extra=_type_required
+    )
 
 
 class StoredFunctionCall(FunctionCallItem, _Envelope):
-    model_config = ConfigDict(extra="forbid", frozen=True, title="StoredFunctionCall")
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="StoredFunctionCall", json_schema_extra=_type_required
+    )
 
 
 class StoredFunctionCallOutput(FunctionCallOutputItem, _Envelope):
-    model_config = ConfigDict(extra="forbid", frozen=True, title="StoredFunctionCallOutput")
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="StoredFunctionCallOutput",
+        json_schema_extra=_type_required,
+    )
 
 
 class StoredReasoning(ReasoningItem, _Envelope):
-    model_config = ConfigDict(extra="forbid", frozen=True, title="StoredReasoning")
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="StoredReasoning", json_schema_extra=_type_required
+    )
 
 
 class StoredOpaque(BaseModel):
     """An item of any other type (hosted tool calls, computer use, MCP, shell, apply-patch,
-    compaction, ...): the item as it was sent, plus the envelope fields."""
+    compaction, ...) or any other JSON object (untyped: without a usable `type`): the item as
+    it was sent, plus the envelope fields."""
 
     model_config = ConfigDict(extra="allow", title="StoredOpaque")
 
-    type: str = Field(
-        min_length=1,
-        max_length=64,
-        json_schema_extra={"not": {"enum": sorted(CORE_TYPES)}},
-        description="Any type but the four the canonical model renders itself",
+    type: Annotated[Any, WithJsonSchema({"not": {"enum": sorted(CORE_TYPES)}})] = Field(
+        None,
+        description="Any type but the four the canonical model renders itself; absent, or "
+        "any JSON value, in an untyped item (kept as sent)",
     )
     id: str
     seq: int

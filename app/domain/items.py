@@ -85,8 +85,12 @@ class _Verbatim(BaseModel):
     @classmethod
     def _wrap(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            return {"type": value.get("type"), "data": value}
+            return {"type": cls._kind(value), "data": value}
         return value
+
+    @classmethod
+    def _kind(cls, value: dict[str, Any]) -> Any:
+        return value.get("type")
 
     @model_serializer
     def _as_sent(self) -> dict[str, Any]:
@@ -94,16 +98,21 @@ class _Verbatim(BaseModel):
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        kind: dict[str, Any] = {"type": "string"}
+        description = (cls.__doc__ or "").strip().split("\n\n")[0]
         if cls.__name__ == "OpaqueItem":
-            kind |= {"minLength": 1, "maxLength": 64, "not": {"enum": sorted(CORE_TYPES)}}
-        else:
-            kind |= {"not": {"enum": ["image", "text"]}}
+            # any JSON object: a ``type`` is optional, and not one of the core types
+            return {
+                "type": "object",
+                "title": cls.__name__,
+                "description": description,
+                "properties": {"type": {"not": {"enum": sorted(CORE_TYPES)}}},
+                "additionalProperties": True,
+            }
         return {
             "type": "object",
             "title": cls.__name__,
-            "description": (cls.__doc__ or "").strip().split("\n\n")[0],
-            "properties": {"type": kind},
+            "description": description,
+            "properties": {"type": {"type": "string", "not": {"enum": ["image", "text"]}}},
             "required": ["type"],
             "additionalProperties": True,
         }
@@ -111,7 +120,7 @@ class _Verbatim(BaseModel):
     @classmethod
     def of(cls, data: dict[str, Any]) -> Any:
         """Wrap a trusted dict (its ``type`` already checked) without validating it again."""
-        return cls.model_construct(type=data["type"], data=data)
+        return cls.model_construct(type=cls._kind(data), data=data)
 
 
 class OtherPart(_Verbatim):
@@ -176,11 +185,35 @@ class ReasoningItem(_Body):
 class OpaqueItem(_Verbatim):
     """An item of a type the canonical model does not render itself (hosted tool calls such as
     ``web_search_call``, client tool pairs such as ``computer_call`` / ``computer_call_output``,
-    ``compaction``, ``item_reference``, anything newer): stored whole, exactly as sent.
+    ``compaction``, ``item_reference``, anything newer), or any other JSON object a client
+    hands a session (an SDK wrapper's encrypted envelope, with no ``type`` at all): stored
+    whole, exactly as sent.
 
-    The projection still knows its side and its pairing (``opaque_pairing``)."""
+    The projection still knows its side and its pairing (``opaque_pairing``). An object
+    without a usable ``type`` (missing, not a string, empty, longer than 64 characters or
+    holding a NUL) is *untyped*: its ``type`` here is ``UNTYPED`` (``data`` keeps what was
+    sent), and no provider format can carry it (``is_untyped``)."""
 
     type: str = Field(min_length=1, max_length=64)
+
+    @classmethod
+    def _kind(cls, value: dict[str, Any]) -> Any:
+        kind = value.get("type")
+        return kind if _usable_type(kind) else UNTYPED
+
+
+# The ``type`` an untyped opaque item is known by (queries, report notes); never sent back.
+UNTYPED = "untyped"
+
+
+def _usable_type(kind: Any) -> bool:
+    return isinstance(kind, str) and 0 < len(kind) <= 64 and "\x00" not in kind
+
+
+def is_untyped(body: CanonicalItem) -> bool:
+    """Whether ``body`` is an opaque item sent without a usable ``type``: an object only
+    the client that wrote it can read, which no provider format can carry."""
+    return type(body) is OpaqueItem and body.type == UNTYPED and body.data.get("type") != UNTYPED
 
 
 CORE_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -513,6 +546,11 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
     """Validate a batch written in the canonical format.
 
     All-or-nothing: every invalid item is reported (with its index) and nothing is returned.
+    Which rules an item is held to is decided by its ``type``: a core type's (``message``,
+    ``function_call``, ...) strictly; any other string, an opaque item's; no usable ``type``
+    (missing, not a string, ...): an untyped opaque item, any object at all, unless it has a
+    ``role``, the mark of a message in every format, which makes it a message missing its
+    ``type`` (an error, rather than a misspelt message stored where no prompt shows it).
     """
     out: list[NewItem] = []
     errors: list[dict[str, Any]] = []
@@ -530,6 +568,28 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
             else PROVIDER_ENVELOPE_FIELDS
         )
         envelope = {k: data.pop(k) for k in keys if k in data}
+        if not _usable_type(kind) and "role" in data:
+            # Every provider's message has a ``role``: an object with one is a message that
+            # lacks its ``type``, not an opaque item; told which format it looks like.
+            fmt = probable_format(entry)
+            if fmt is not None:
+                errors.append(
+                    {
+                        "loc": ["items", index],
+                        "msg": format_hint(fmt),
+                        "type": "probably_another_format",
+                    }
+                )
+                continue
+            errors.append(
+                {
+                    "loc": ["items", index, "type"],
+                    "msg": 'a message needs "type": "message" in the canonical format (a '
+                    'provider\'s message is appended with its "format")',
+                    "type": "missing",
+                }
+            )
+            continue
         try:
             body = canonical_adapter.validate_python(data)
         except ValidationError as exc:

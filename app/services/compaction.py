@@ -47,6 +47,7 @@ from app.domain.compaction import (
     plan_cut,
     structured_compaction,
     window_compaction,
+    without_nul,
 )
 from app.domain.errors import (
     DomainError,
@@ -135,7 +136,7 @@ def _fold(request: CompactRequest, loaded: _Loaded, plan: CutPlan) -> CompactRes
     """The result of a ``window`` or ``structured`` compaction (pure, no I/O)."""
     state = loaded.state
     fold = window_compaction if request.policy == "window" else structured_compaction
-    result = fold(plan, previous=_previous(state), previous_summary=state.summary)
+    result = without_nul(fold(plan, previous=_previous(state), previous_summary=state.summary))
     if request.instructions or request.model:
         notes = [
             *result.report.notes,
@@ -373,12 +374,14 @@ async def _llm_compaction(
     )
     model = request.model or rt.llm.settings.model
     text = await rt.llm.complete(messages, model=model)
-    result = llm_compaction_result(
-        plan,
-        parse_llm_summary(text),
-        previous=_previous(loaded.state),
-        previous_summary=loaded.state.summary,
-        model=model,
+    result = without_nul(
+        llm_compaction_result(
+            plan,
+            parse_llm_summary(text),
+            previous=_previous(loaded.state),
+            previous_summary=loaded.state.summary,
+            model=model,
+        )
     )
     if request.dry_run:
         return result, encode_result(result, loaded.state.version)

@@ -72,15 +72,24 @@ def body_columns(item: NewItem | StoredItem, *, record_json: str | None = None) 
         "type": body.type,
         "role": getattr(body, "role", None),
         "call_id": pair_value(item),
+        # JSON text holds a NUL as its escape; the text columns beside it cannot (Postgres)
         "body": jsonutil.dumps(record_of(item)) if record_json is None else record_json,
         "format": item.format,
-        "search_text": "\n".join(item_texts(body)),
+        "search_text": _no_nul("\n".join(item_texts(body))),
     }
 
 
+def _no_nul(text: str) -> str:
+    """``text`` for a Postgres text column, which cannot hold a NUL: each one becomes a space
+    (a word boundary to full-text search, as the NUL was to the reader)."""
+    return text.replace("\x00", " ") if "\x00" in text else text
+
+
 def pair_value(item: NewItem | StoredItem) -> str | None:
+    """The pairing key as stored (its first 256 characters, NULs made spaces): a query
+    column; pairing itself is decided on the bodies."""
     key = pair_key(item.body)
-    return None if key is None else key[:256]
+    return None if key is None else _no_nul(key[:256])
 
 
 def item_row(tenant_id: str, session_id: str, item: StoredItem) -> dict[str, Any]:

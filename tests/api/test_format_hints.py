@@ -98,7 +98,7 @@ INTERNAL = ("[", "tagged-union", "function-after", "opaque", "TextPart", "ImageP
             {"items": [{"type": "function_call", "name": "f", "arguments": "{}"}]},
             ["items", 0, "call_id"],
         ),
-        ({"items": [{"content": "no type"}]}, ["items", 0, "type"]),
+        ({"items": [{"type": 5, "role": "user", "content": "x"}]}, ["items", 0, "type"]),
         (
             {"items": [{"type": "function_call_output", "call_id": "c", "output": 5}]},
             ["items", 0, "output"],

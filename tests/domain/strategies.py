@@ -514,6 +514,8 @@ def _standalone(w: _Writer, kind: str, *, with_id: bool) -> dict[str, Any]:
         },
         "item_reference": {"type": "item_reference", "id": f"msg_{m}"},
         "compaction": {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": "gAAAA" + m},
+        # an SDK wrapper's encrypted envelope: no type at all (an untyped opaque item)
+        "untyped": {"__enc__": 1, "v": 1, "kid": "hkdf-1", "payload": "gAAAA" + m},
     }
     item = items[kind]
     if not with_id and "id" in item:
@@ -1041,8 +1043,12 @@ def _chat_assistant_turn(
 
 
 def _standalone_client(w: _Writer, fmt: str) -> None:
-    """Items a client puts after a user message: extra tools, a reference to an earlier item."""
-    kind = w.draw(st.sampled_from(["additional_tools", "item_reference"]))
+    """Items a client puts after a user message: extra tools, a reference to an earlier item,
+    an object only the client reads."""
+    kinds = ["additional_tools", "item_reference"]
+    if w.native_format is None:  # a native session comes back whole in a prompt; this would not
+        kinds.append("untyped")
+    kind = w.draw(st.sampled_from(kinds))
     if _opaque_ok(fmt, kind):
         w.add(fmt, _standalone(w, kind, with_id=_standalone_ids(fmt)), 1)
 

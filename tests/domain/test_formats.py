@@ -304,7 +304,14 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
             [["items", 0, "content", 0, "text"]],
         ),
         ("openai-chat", [{"role": "user", "content": "x"}], "sys", [["system"]]),
-        ("openai-responses", [{"status": "completed"}], None, [["items", 0, "type"]]),
+        # a message (it has a role) whose type is not a string; without a role, an object
+        # is an opaque item (tests/api/test_any_object.py)
+        (
+            "openai-responses",
+            [{"type": None, "role": "user", "content": "x"}],
+            None,
+            [["items", 0, "type"]],
+        ),
         (
             "openai-responses",
             [{"type": "function_call", "name": "f", "arguments": "{}"}],
@@ -338,7 +345,9 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
         ),
         ("canonical", [{"type": "function_call", "name": "f"}], None, [["items", 0, "call_id"]]),
         ("canonical", [{"role": "user", "content": "hi"}], None, [["items", 0]]),
-        ("canonical", [{"content": "hi"}], None, [["items", 0, "type"]]),
+        # a role and a type that is no type: a message missing its type (without a role, an
+        # object is an untyped opaque item)
+        ("canonical", [{"type": 5, "role": "user", "content": "hi"}], None, [["items", 0, "type"]]),
     ],
 )
 def test_ingest_rejects_only_what_is_not_valid_in_the_format(

@@ -162,7 +162,7 @@ def _recount_canonical(
     for wire in payload["items"]:
         item = {k: v for k, v in wire.items() if k not in _WIRE_KEYS}
         overhead(3)
-        kind = item["type"]
+        kind = item.get("type")  # an untyped opaque item has none
         if kind == "message":
             parts(item["content"])
         elif kind == "function_call":
@@ -438,6 +438,8 @@ class Spec:
                 "anthropic": anthropic_style,
             }[self.fmt]
         if isinstance(b, OpaqueItem):
+            if not isinstance(b.data.get("type"), str):  # untyped: no provider carries it
+                return self.fmt == "canonical"
             return self.fmt == "canonical" or (
                 self.fmt == "openai-responses" and it.format in ("openai-responses", "canonical")
             )

@@ -37,9 +37,11 @@ from app.domain.compaction.result import (
     SummarySections,
     new_compaction_id,
     render_summary,
+    without_nul,
 )
 
 __all__ = [
+    "without_nul",
     "SYSTEM_PROMPT",
     "CompactPolicy",
     "CompactReport",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
@@ -164,3 +164,22 @@ def render_summary(sections: SummarySections) -> str:
         if body:
             parts.append(f"## {title}\n\n{body}")
     return "\n\n".join(parts)
+
+
+def without_nul(result: CompactResult) -> CompactResult:
+    """``result`` with every NUL in its texts a space. Items may hold NUL (JSON allows it, and
+    they are stored as JSON text); a summary and a result are stored where Postgres text and
+    JSONB cannot hold one, and a reader of a summary loses nothing by the space."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("\x00", " ") if "\x00" in value else value
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    if "\\u0000" not in result.model_dump_json():  # the JSON text escapes each NUL
+        return result
+    return CompactResult.model_validate(clean(result.model_dump()))

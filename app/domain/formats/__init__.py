@@ -30,7 +30,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from app.domain.errors import InvalidInput
-from app.domain.items import CanonicalItem, ImagePart, NewItem, OtherPart, StoredItem
+from app.domain.items import (
+    CanonicalItem,
+    ImagePart,
+    NewItem,
+    OtherPart,
+    StoredItem,
+    is_untyped,
+)
 from app.domain.tokens import DEFAULT_TOKENIZER, TokenizerName
 
 from . import anthropic, canonical, gemini, openai_chat, openai_responses
@@ -232,6 +239,8 @@ def left_out(format: FormatName, items: Sequence[StoredItem]) -> list[str]:
     left: dict[str, int] = {}
     kept: list[tuple[StoredItem, CanonicalItem]] = []
     for item in items:
+        if is_untyped(item.body) and item.format == format:
+            continue  # listed from its record, exactly as sent (never in a prompt)
         if not representable(format, item.body, origin=item.format):
             left[item.body.type] = left.get(item.body.type, 0) + 1
         else:

@@ -13,7 +13,11 @@ a normalised view of it, for the projection:
 - ``reasoning``: ``summary_text`` parts become the summary, ``reasoning_text`` parts are
   joined into ``content``;
 - every other type is an opaque item (``app.domain.items.OpaqueItem``); call/output pairs
-  among them (``computer_call`` / ``computer_call_output``, ...) pair by their ids.
+  among them (``computer_call`` / ``computer_call_output``, ...) pair by their ids;
+- an object without a usable ``type`` and without a ``role`` (an SDK wrapper's encrypted
+  envelope) is an untyped opaque item: listed back exactly as sent, never put in a prompt
+  (the projection leaves it out with a note). With a ``role`` and a ``type`` that is not a
+  string, it is a broken message: an error.
 
 Render: an item ingested in this format comes back exactly as it was sent, unless the
 projection changed it (a cleared tool output, trimmed reasoning). Other items are rendered in
@@ -48,6 +52,7 @@ from app.domain.items import (
     OtherPart,
     ReasoningItem,
     TextPart,
+    is_untyped,
 )
 
 from ._common import (
@@ -161,9 +166,11 @@ def decode(data: dict[str, Any], loc: list[str | int], problems: Problems) -> Ca
     if kind is None and isinstance(data.get("id"), str) and set(data) <= {"id", "type"}:
         # an ``item_reference``, whose ``type`` the SDK makes optional
         return OpaqueItem.model_construct(type="item_reference", data=data)
-    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
-        problems.add([*loc, "type"], "an input item needs a type (a string of 1 to 64 characters)")
+    if "role" in data and not isinstance(kind, str):
+        problems.add([*loc, "type"], 'a message\'s type is "message" (or absent)')
         return None
+    # Any other object is an opaque item, stored as sent; without a usable ``type`` (an SDK
+    # wrapper's encrypted envelope) an untyped one, which only its writer reads.
     return OpaqueItem.of(data)
 
 
@@ -197,7 +204,7 @@ def representable(body: CanonicalItem, origin: str) -> bool:
     if isinstance(body, ReasoningItem):  # OpenAI-style (a Gemini thought is Gemini's own)
         return body.signature is None and not body.redacted and origin != "gemini"
     if type(body) is OpaqueItem:
-        return origin in (FORMAT, "canonical")
+        return origin in (FORMAT, "canonical") and not is_untyped(body)
     return True
 
 
@@ -260,7 +267,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         elif type(body) is FunctionCallOutputItem:
             output: Any = body.output if isinstance(body.output, str) else _parts_out(body.output)
             out.append({"type": "function_call_output", "call_id": body.call_id, "output": output})
-        elif type(body) is OpaqueItem:
+        elif type(body) is OpaqueItem and not is_untyped(body):
             out.append(body.data)
         elif isinstance(body, ReasoningItem) and representable(
             body, "canonical" if entry.stored is None else entry.stored.format

@@ -1,5 +1,8 @@
-"""Python client of the Session Memory Service: typed sync and async clients over httpx, and
-an OpenAI Agents SDK session backed by the service (``session_memory_client.agents_sdk``)."""
+"""Python client of the Session Memory Service: typed sync and async clients over httpx, an
+OpenAI Agents SDK session backed by the service (``session_memory_client.agents_sdk``), and
+message histories for LangChain (``session_memory_client.langchain``) and Pydantic AI
+(``session_memory_client.pydantic_ai``), imported from their modules (each needs its
+framework)."""
 
 from session_memory_client._core import UNSET, RetryPolicy
 from session_memory_client.agents_sdk import ServiceSession

@@ -5,11 +5,15 @@
 structurally, as the SDK asks third-party sessions to, with the semantics of the SDK's own
 sessions (``SQLiteSession`` given the same calls returns the same items):
 
-- ``add_items(items)``: the items, exactly as given, in one atomic append in
-  ``openai-responses`` format, creating the session on first use. Provider item ids
-  (``msg_...``, ``fc_...``, the SDK's ``__fake_id__``) are data like any other field, so
-  repeated ids are fine. The ``Idempotency-Key`` is reused when the client retries, so a
-  retried batch lands once.
+- ``add_items(items)``: the items, exactly as given (any JSON object: an ``EncryptedSession``
+  envelope is stored as sent), appended in ``openai-responses`` format, creating the session
+  on first use. Provider item ids (``msg_...``, ``fc_...``, the SDK's ``__fake_id__``) are
+  data like any other field, so repeated ids are fine. Any number of items: up to
+  ``batch_items`` (1,000, the service's default limit per append) and ``batch_bytes`` of JSON
+  go in one append, which is atomic; more are sent as several appends in order. If one of
+  them fails, the ones before it are stored and the rest are not (the error is raised; a
+  retry of the same call would add the stored ones again). Each append's
+  ``Idempotency-Key`` is reused when the client retries it, so a retried batch lands once.
 - ``get_items(limit=None)``: the items exactly as they were added, oldest first; with a limit
   the newest ``limit`` of them (``[]`` for ``limit <= 0``). Without one,
   ``session_settings.limit`` applies, as in the SDK's sessions.
@@ -36,6 +40,7 @@ it (``pip install "session-memory-client[agents]"``).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -50,6 +55,10 @@ if TYPE_CHECKING:
 
 FORMAT = "openai-responses"
 PAGE = 1000  # the most items one GET /items returns
+# One append's share of the service's default limits (LIMITS__MAX_ITEMS_PER_APPEND, and
+# LIMITS__MAX_BODY_BYTES less room for the request's own keys).
+BATCH_ITEMS = 1000
+BATCH_BYTES = 15 * 1024 * 1024
 History = Literal["exact", "prompt"]
 _T = TypeVar("_T")
 
@@ -63,7 +72,8 @@ class ServiceSession:
     (default) every item as added, ``"prompt"`` the budgeted prompt of ``get_prompt()``.
     ``context``: budget overrides for ``get_prompt()`` (``max_tokens``, ``max_items``, ...; see
     ``AsyncSessionMemoryClient.get_context``); without them the session's ``config.context``
-    decides.
+    decides. ``batch_items`` / ``batch_bytes``: the most items / bytes of JSON one append of
+    ``add_items`` sends (lower them for a service with lower limits).
     """
 
     def __init__(
@@ -74,7 +84,11 @@ class ServiceSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         history: History = "exact",
         context: Mapping[str, Any] | None = None,
+        batch_items: int = BATCH_ITEMS,
+        batch_bytes: int = BATCH_BYTES,
     ) -> None:
+        if batch_items < 1 or batch_bytes < 1:
+            raise ValueError("batch_items and batch_bytes must be positive")
         if history not in ("exact", "prompt"):
             raise ValueError(f"history must be 'exact' or 'prompt', not {history!r}")
         unknown = set(context or {}) - set(_core.BUDGET_FIELDS)
@@ -85,6 +99,8 @@ class ServiceSession:
         self.session_settings = session_settings  # type: ignore[assignment]
         self.history = history
         self.context = dict(context or {})
+        self.batch_items = batch_items
+        self.batch_bytes = batch_bytes
 
     @property
     def session_settings(self) -> SessionSettings:
@@ -137,20 +153,23 @@ class ServiceSession:
         return list(context.get("input") or [])  # type: ignore[arg-type]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append the items, exactly as given, atomically (creating the session on first
-        use)."""
+        """Append the items, exactly as given (creating the session on first use): in one
+        atomic append, or in order in several when there are more than one takes (see the
+        module doc: a failure leaves the earlier appends stored)."""
         if not items:
             return
-        batch = [_as_mapping(item) for item in items]
-        await _settle(
-            self.client.append_items(
+        mappings = [_as_mapping(item) for item in items]
+        await _settle(self._add(mappings))
+
+    async def _add(self, items: list[Mapping[str, Any]]) -> None:
+        for batch in batches(items, max_items=self.batch_items, max_bytes=self.batch_bytes):
+            await self.client.append_items(
                 self.session_id,
                 batch,
                 format=FORMAT,
                 create=True,
                 idempotency_key=_core.idem_key(None, True),  # even if auto keys are off
             )
-        )
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it as it was added; ``None`` if there is none.
@@ -178,6 +197,26 @@ class ServiceSession:
             await self.client.clear_items(self.session_id)
         except NotFoundError:
             return
+
+
+def batches(
+    items: list[Mapping[str, Any]], *, max_items: int, max_bytes: int
+) -> list[list[Mapping[str, Any]]]:
+    """``items`` cut, in order, into runs of at most ``max_items`` items and ``max_bytes`` of
+    JSON (an item larger than ``max_bytes`` alone: the service says whether it takes it)."""
+    out: list[list[Mapping[str, Any]]] = []
+    run: list[Mapping[str, Any]] = []
+    size = 0
+    for item in items:
+        n = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        if run and (len(run) >= max_items or size + n > max_bytes):
+            out.append(run)
+            run, size = [], 0
+        run.append(item)
+        size += n
+    if run:
+        out.append(run)
+    return out
 
 
 def _as_mapping(item: Any) -> Mapping[str, Any]:

@@ -1073,7 +1073,7 @@ export interface components {
              */
             format?: "canonical";
             /** Items */
-            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["OpaqueItemCreate"])[];
+            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["OpaqueItemCreate"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * ChatAssistantFunctionCallMessage
@@ -3155,7 +3155,7 @@ export interface components {
              * @default function_call
              * @constant
              */
-            type?: "function_call";
+            type: "function_call";
             /** Call Id */
             call_id: string;
             /** Name */
@@ -3212,7 +3212,7 @@ export interface components {
              * @default function_call_output
              * @constant
              */
-            type?: "function_call_output";
+            type: "function_call_output";
             /** Call Id */
             call_id: string;
             /** Output */
@@ -3279,7 +3279,7 @@ export interface components {
              * @default message
              * @constant
              */
-            type?: "message";
+            type: "message";
             /**
              * Role
              * @enum {string}
@@ -3303,9 +3303,9 @@ export interface components {
             archived_reason: string | null;
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself
+             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
              */
-            type: string;
+            type?: unknown;
             /** Id */
             id: string;
             /** Seq */
@@ -3379,7 +3379,7 @@ export interface components {
              * @default reasoning
              * @constant
              */
-            type?: "reasoning";
+            type: "reasoning";
             /** Summary */
             summary?: string[];
             /** Content */
@@ -3557,7 +3557,7 @@ export interface components {
              */
             format: "openai-responses";
             /** Items */
-            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"])[];
+            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * OtherPart
@@ -5493,7 +5493,7 @@ export interface components {
              * @default function_call
              * @constant
              */
-            type?: "function_call";
+            type: "function_call";
             /** Call Id */
             call_id: string;
             /** Name */
@@ -5539,7 +5539,7 @@ export interface components {
              * @default function_call_output
              * @constant
              */
-            type?: "function_call_output";
+            type: "function_call_output";
             /** Call Id */
             call_id: string;
             /** Output */
@@ -5585,7 +5585,7 @@ export interface components {
              * @default message
              * @constant
              */
-            type?: "message";
+            type: "message";
             /**
              * Role
              * @enum {string}
@@ -5597,14 +5597,15 @@ export interface components {
         /**
          * StoredOpaque
          * @description An item of any other type (hosted tool calls, computer use, MCP, shell, apply-patch,
-         *     compaction, ...): the item as it was sent, plus the envelope fields.
+         *     compaction, ...) or any other JSON object (untyped: without a usable `type`): the item as
+         *     it was sent, plus the envelope fields.
          */
         StoredOpaque: {
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself
+             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
              */
-            type: string;
+            type?: unknown;
             /** Id */
             id: string;
             /** Seq */
@@ -5667,7 +5668,7 @@ export interface components {
              * @default reasoning
              * @constant
              */
-            type?: "reasoning";
+            type: "reasoning";
             /** Summary */
             summary?: string[];
             /** Content */
@@ -5748,6 +5749,30 @@ export interface components {
             type: "text";
             /** Text */
             text: string;
+        };
+        /**
+         * UntypedItemCreate
+         * @description Any other JSON object, without a usable `type` (missing, not a string, empty or longer
+         *     than 64 characters) and without a `role` (which makes an object a message, held to a
+         *     message's rules): an SDK wrapper's encrypted envelope, say. Stored whole, exactly as sent,
+         *     and listed back so; no prompt carries it (the projection leaves it out with a note).
+         */
+        UntypedItemCreate: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /** WhoAmIRead */
         WhoAmIRead: {
@@ -5887,7 +5912,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -6126,7 +6151,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -6289,7 +6314,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -6468,7 +6493,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -6729,7 +6754,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -6969,7 +6994,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -7155,7 +7180,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -7464,7 +7489,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -7645,7 +7670,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -7788,7 +7813,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -7994,7 +8019,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -8202,7 +8227,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -8348,7 +8373,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -8598,7 +8623,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -8742,7 +8767,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -8884,7 +8909,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -9169,7 +9194,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -9412,7 +9437,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -9560,7 +9585,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -9708,7 +9733,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -9988,7 +10013,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10151,7 +10176,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10305,7 +10330,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10436,7 +10461,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10684,7 +10709,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10845,7 +10870,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -10984,7 +11009,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -11139,7 +11164,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -11309,7 +11334,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -11434,7 +11459,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
@@ -11568,7 +11593,7 @@ export interface operations {
                      *             "role"
                      *           ],
                      *           "msg": "role 'wizard' is not supported",
-                     *           "type": null
+                     *           "type": "invalid_input"
                      *         }
                      *       ]
                      *     }
