@@ -37,6 +37,10 @@ ratio (service and floor runs alternate, so a run's pair saw the same machine) m
 it, or all miss it; otherwise it is ``mixed``. On a noisy machine a ratio within a run's
 spread of its target is not decided by one harness run.
 
+``--mode agent`` and ``--mode soak`` run the agent workload instead (bench/agent_mix.py: 32
+connections over 2,000 sessions, ``?create=true`` appends each followed by a context read,
+against the floor's same I/O; a mix with transactions; a soak with RSS every 30 s).
+
 Prints the table and writes it into bench/RESULTS.md under ``## <label>`` (a section with the
 same label is replaced, others are kept, so BEFORE and AFTER can sit side by side).
 
@@ -485,7 +489,25 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up per scenario")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--mode",
+        choices=("standard", "agent", "soak"),
+        default="standard",
+        help="agent: the agent mix against the floor's, and a mix with transactions; soak: "
+        "the agent mix for --soak-minutes with RSS every 30 s (bench/agent_mix.py; one worker)",
+    )
+    parser.add_argument("--soak-minutes", type=float, default=10.0)
+    parser.add_argument(
+        "--embeddings", default="none", help="EMBEDDINGS__PROVIDER of the service (agent, soak)"
+    )
     args = parser.parse_args()
+    if args.mode != "standard":
+        from bench.agent_mix import main as agent_main
+
+        if args.label == "latest":
+            args.label = "agent mix" if args.mode == "agent" else "soak"
+        agent_main(args)
+        return
 
     url, db_name = create_pg_database()
     conninfo = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name
