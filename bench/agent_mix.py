@@ -45,7 +45,7 @@ import httpx
 AGENT_SESSIONS = 2000
 AGENT_CONNECTIONS = 32
 AGENT_BUDGET = 4000
-TEMPLATE_TURNS = 30  # about 150 tokens a turn: ~4,500 tokens, more than the budget
+TEMPLATE_TURNS = 40  # about 125 tokens a turn: ~5,000 tokens, more than the budget
 TRANSACTION_SHARE = 8  # one step in N is a transaction in the transactions mix
 MIX_TARGETS = {"rps": 0.6, "p99": 3.0}
 
