@@ -673,8 +673,11 @@ def main() -> None:
         run_wrk(one_row, scripts[one_row.name], args.warmup)
 
         samples: dict[str, list[Sample]] = {name: [] for name in scripts}
-        svc_workers = worker_pids(server.proc.pid if server.proc else -1)
-        floor_workers = worker_pids(floor.proc.pid if floor.proc else -1)
+        # (one worker: the server process serves itself, no spawned child)
+        svc_parent = server.proc.pid if server.proc else -1
+        floor_parent = floor.proc.pid if floor.proc else -1
+        svc_workers = worker_pids(svc_parent) or [svc_parent]
+        floor_workers = worker_pids(floor_parent) or [floor_parent]
         rss_svc: list[float] = []
         rss_floor: list[float] = []
         for run in range(args.runs):
