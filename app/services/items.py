@@ -173,10 +173,10 @@ async def append_items(
         return encode(AppendResult(items, recipe.version))  # type: ignore[no-any-return]
 
     if not rt.store.is_sqlite and not (create and if_match is not None):
-        # ``?create=true`` (what the SDK sessions send on every call) takes this path too: its
-        # statement creates the session or bumps it (an upsert, ordered against the tenant's
-        # erasure by the tenant's lock, store.append). Only an id held by an expired session,
-        # or a tenant being erased, goes on to the general path below, which says which.
+        # ``?create=true`` (what the SDK sessions send on every call) takes this path too: the
+        # session almost always exists; when it does not, an upsert creates it (ordered
+        # against the tenant's erasure by the tenant's lock, store.append). Only an id held by
+        # an expired session, or a tenant being erased, goes on to the general path below.
         done = await _append_one_statement(
             rt, actor, session_id, measured, if_match=if_match, idempotency=idempotency,
             encode=encode, replay=replay, missing_ok=create,

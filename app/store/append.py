@@ -19,6 +19,10 @@ the sweep left (``expires_at = ERASING``) and matches nothing, and no replica wh
 can renew a session the database already considers expired. A tenant whose erasure began has a
 tombstone the statement checks, so a key still cached elsewhere writes nothing.
 
+``?create=true`` (``create``): when the update finds no session, an upsert of the session row
+(``_UPSERT``) creates it with the items and the ``created`` + ``appended`` events, in autocommit
+too: the first append of a session is two statements and no transaction.
+
 Same rows as the general path: ``seq`` = the range the update allocated, one ``appended``
 event at the new ``event_seq`` with ``{"count", "first_seq", "last_seq"}``; the session row
 comes back as the new ``SessionState``.
@@ -227,10 +231,11 @@ class AppendRepository:
         already stored under ``idempotency``'s scope ``IdempotencyTaken`` (nothing written).
 
         ``create`` (``?create=true``, no ``expected_version``): a missing session is created
-        by the same statement, at version 1 with its ``created`` event before ``appended``,
-        with ``default_ttl`` (the server's) as its TTL. ``None`` then means the tenant's
-        erasure has begun, or the id is held by a session that expired or is being erased
-        (nothing written: the general path says which)."""
+        by one more statement (an upsert: it creates the row or, if a concurrent first append
+        created it meanwhile, bumps it), at version 1 with its ``created`` event before
+        ``appended``, with ``default_ttl`` (the server's) as its TTL. ``None`` then means
+        the tenant's erasure has begun, or the id is held by a session that expired or is
+        being erased (nothing written: the general path says which)."""
         assert not (create and expected_version is not None)
         rows: list[dict[str, Any]] = []
         tokens = chars = 0
@@ -261,23 +266,32 @@ class AppendRepository:
             "request_id": request_id,
             "actor": actor,
         }
-        if create:
-            query = _CREATE_APPEND_IDEMPOTENT if idempotency is not None else _CREATE_APPEND
-            params["default_ttl"] = default_ttl
-            params["lock_name"] = tenant_lock_name(params["tenant_digest"])
-        else:
-            query = _APPEND_IDEMPOTENT if idempotency is not None else _APPEND
         if idempotency is not None:
             params.update(_idempotency_params(idempotency, [row["item_id"] for row in rows], now))
+        idempotent = idempotency is not None
+        found = await self._run(_APPEND_IDEMPOTENT if idempotent else _APPEND, params)
+        if not found and create:
+            # Missing (its first append), or held by an expired session, or the tenant is
+            # being erased. The plain update came first because the session almost always
+            # exists, and the update takes no tenant lock: at 64 clients the upsert's shared
+            # advisory lock of one tenant cost a tenth of the throughput (bench/RESULTS.md,
+            # session 15).
+            params["default_ttl"] = default_ttl
+            params["lock_name"] = tenant_lock_name(params["tenant_digest"])
+            found = await self._run(
+                _CREATE_APPEND_IDEMPOTENT if idempotent else _CREATE_APPEND, params
+            )
+        if not found:
+            return None
+        return state_of_row(found[0][: len(SESSION_COLUMNS)])
+
+    async def _run(self, query: RawQuery, params: dict[str, Any]) -> Sequence[Any]:
         try:
-            rows = await query.rows(self.db, params)
+            return await query.rows(self.db, params)
         except IntegrityError as exc:
             if is_idempotency_conflict(exc):
                 raise IdempotencyTaken from exc
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
-        if not rows:
-            return None
-        return state_of_row(rows[0][: len(SESSION_COLUMNS)])
 
 
 def _idempotency_params(

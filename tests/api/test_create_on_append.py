@@ -1,6 +1,6 @@
 """The first append of a session with ``?create=true`` (what the SDK sessions send on every
 call): the same answer, events and version on both backends, and on Postgres no transaction
-(the one upsert statement); an idempotent retry replays it, concurrent first appends to one new
+(autocommit statements: the update that finds no session, then the upsert that creates it); an idempotent retry replays it, concurrent first appends to one new
 id all land with one ``created`` event."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _store(client: httpx.AsyncClient):  # type: ignore[no-untyped-def]
     return client._transport.app.state.runtime.store  # type: ignore[attr-defined]
 
 
-async def test_a_first_append_creates_the_session_in_one_statement(
+async def test_a_first_append_creates_the_session_without_a_transaction(
     client: httpx.AsyncClient, sid: str
 ) -> None:
     store = _store(client)
