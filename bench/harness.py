@@ -503,7 +503,7 @@ def main() -> None:
     )
     parser.add_argument("--soak-minutes", type=float, default=10.0)
     parser.add_argument(
-        "--embeddings", default="none", help="EMBEDDINGS__PROVIDER of the service (agent, soak)"
+        "--embeddings", default="none", help="EMBEDDINGS__PROVIDER of the service (none: no indexer)"
     )
     args = parser.parse_args()
     if args.mode != "standard":
@@ -518,6 +518,9 @@ def main() -> None:
     conninfo = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name
     log_dir = Path(tempfile.mkdtemp(prefix="sm-bench-"))
     server, bootstrap = service_process(url, log_dir / "server.log")
+    # (the builtin embedder's indexer embeds every appended item in the worker: work the
+    # floor does not do; --embeddings builtin measures the default configuration)
+    server.env["EMBEDDINGS__PROVIDER"] = args.embeddings
     floor = Floor(conninfo, args.workers)
     import psycopg
 
@@ -865,7 +868,7 @@ def main() -> None:
         f"{args.runs} runs x {args.seconds:g} s after {args.warmup:g} s warm-up, medians of "
         "the runs (runs: the ratio of each run, low to high; a target the runs fall on both "
         "sides of is mixed, not met); wrk as the client. Service: Postgres + Redis, auth on (API key), JSON access "
-        f"log. Context: {CONTEXT_ITEMS}-item sessions, max_tokens={CONTEXT_BUDGET}, "
+        f"log, EMBEDDINGS__PROVIDER={args.embeddings}. Context: {CONTEXT_ITEMS}-item sessions, max_tokens={CONTEXT_BUDGET}, "
         f"format=openai-chat ({projected} items, {report['projected_tokens']} tokens projected); "
         f"the floor SELECT returns the same {projected} newest rows (in the agent loop, as "
         f"many as that round's read projected: {min(fresh_rows)} to {max(fresh_rows)}).",
