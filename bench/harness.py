@@ -503,7 +503,9 @@ def main() -> None:
     )
     parser.add_argument("--soak-minutes", type=float, default=10.0)
     parser.add_argument(
-        "--embeddings", default="none", help="EMBEDDINGS__PROVIDER of the service (none: no indexer)"
+        "--embeddings",
+        default="none",
+        help="EMBEDDINGS__PROVIDER of the service (none: no indexer)",
     )
     args = parser.parse_args()
     if args.mode != "standard":
