@@ -5,7 +5,7 @@ Starts, in this run:
 - the service in production mode: ``session-memory serve --workers 2`` on a fresh Postgres
   database, Redis locks, JSON access logs (to a file), auth on: every request carries an API
   key created through the admin API (so the realistic key-cache path is measured, not the
-  in-memory bootstrap comparison);
+  in-memory bootstrap comparison); no semantic indexer unless ``--embeddings builtin``;
 - the floor (bench/floor_app.py): bare FastAPI routes doing one INSERT / one indexed SELECT on
   the same Postgres, same uvicorn, 2 workers; and one more route running the service's own
   append statement (DESIGN §6) with nothing of the service around it;
@@ -18,7 +18,8 @@ times). Scenarios:
   ``POST /insert/{id}``, p50 / p99;
 - append throughput, 64 concurrent clients over 100 sessions, requests per second;
 - both append scenarios once more with ``?create=true`` on the same (existing) sessions, what
-  the SDK sessions send on every call, against the plain appends;
+  the SDK sessions send on every call, and with ``?create=true`` on a new id every request
+  (each one a session's first append), against the plain appends;
 - both append scenarios once more against the floor running the service's append statement
   (the same sessions): how much of the gap to the floor the design's one statement takes
   (more rows, the fenced update, the search index) and how much the service adds around it;
