@@ -1,4 +1,5 @@
-"""Create on append as one statement (Postgres): the upsert writes what the transactional
+"""Create on append without a transaction (Postgres: the append statement, then, for a missing
+session, the upsert of its row): it writes what the transactional
 create writes (session row, items, ``created`` + ``appended`` events), concurrent first
 appends to one new id all land with exactly one ``created``, and it writes nothing where the
 transactional path would refuse or must decide: a tenant whose erasure began (even one that
