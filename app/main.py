@@ -32,6 +32,7 @@ from app.api.routes import (
     whoami,
 )
 from app.api.schemas import JSON_VALUE_SCHEMA
+from app.domain.formats._common import bound_token_counts
 from app.domain.tokens import DEFAULT_TOKENIZER, get_encoding
 from app.gc_tuning import tune_for_serving
 from app.locks import build_locks
@@ -87,12 +88,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Build the default tokenizer now (about 0.3 s), not inside the first append.
         get_encoding(DEFAULT_TOKENIZER)
+        bound_token_counts(
+            max_entries=settings.token_cache_entries, max_chars=settings.token_cache_chars
+        )
         store = Store.from_url(
             settings.database_url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
             item_cache_items=settings.context_cache_items,
             prompt_cache_entries=settings.context_cache_prompts,
+            item_cache_chars=settings.context_cache_item_chars,
+            prompt_cache_chars=settings.context_cache_prompt_chars,
             lock_wait_seconds=settings.lock.wait_seconds,
         )
         locks = build_locks(

@@ -59,6 +59,9 @@ class AuthSettings(BaseModel):
     cache_seconds: float = Field(
         5.0, ge=0, description="how long a key lookup is cached; revocation shows within it"
     )
+    cache_max_keys: int = Field(
+        10_000, ge=1, description="key lookups cached per process, at most (then it starts over)"
+    )
 
     @field_validator("bootstrap_key")
     @classmethod
@@ -201,6 +204,20 @@ class Settings(BaseSettings):
         256,
         ge=0,
         description="projected prompts kept per process by session version and budget (0: off)",
+    )
+    # Every in-process cache is bounded by count and by size (docs/operations.md, Memory):
+    # a worker's memory levels off whatever its sessions hold (bench/RESULTS.md, soak).
+    context_cache_item_chars: int = Field(
+        32 * 1024 * 1024, ge=0, description="total chars of the decoded items kept per process"
+    )
+    context_cache_prompt_chars: int = Field(
+        16 * 1024 * 1024, ge=0, description="total chars of the projected prompts kept per process"
+    )
+    token_cache_entries: int = Field(
+        50_000, ge=0, description="token counts of texts kept per process (0: off)"
+    )
+    token_cache_chars: int = Field(
+        16 * 1024 * 1024, ge=0, description="total chars of the texts whose counts are kept"
     )
     idempotency_purge_seconds: float = Field(
         600.0, gt=0, description="how often expired Idempotency-Keys are deleted"

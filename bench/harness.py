@@ -5,7 +5,7 @@ Starts, in this run:
 - the service in production mode: ``session-memory serve --workers 2`` on a fresh Postgres
   database, Redis locks, JSON access logs (to a file), auth on: every request carries an API
   key created through the admin API (so the realistic key-cache path is measured, not the
-  in-memory bootstrap comparison);
+  in-memory bootstrap comparison); no semantic indexer unless ``--embeddings builtin``;
 - the floor (bench/floor_app.py): bare FastAPI routes doing one INSERT / one indexed SELECT on
   the same Postgres, same uvicorn, 2 workers; and one more route running the service's own
   append statement (DESIGN §6) with nothing of the service around it;
@@ -18,7 +18,8 @@ times). Scenarios:
   ``POST /insert/{id}``, p50 / p99;
 - append throughput, 64 concurrent clients over 100 sessions, requests per second;
 - both append scenarios once more with ``?create=true`` on the same (existing) sessions, what
-  the SDK sessions send on every call, against the plain appends;
+  the SDK sessions send on every call, and with ``?create=true`` on a new id every request
+  (each one a session's first append), against the plain appends;
 - both append scenarios once more against the floor running the service's append statement
   (the same sessions): how much of the gap to the floor the design's one statement takes
   (more rows, the fenced update, the search index) and how much the service adds around it;
@@ -36,6 +37,10 @@ Each target's verdict needs every run to agree: the ratio of the medians and eac
 ratio (service and floor runs alternate, so a run's pair saw the same machine) must all meet
 it, or all miss it; otherwise it is ``mixed``. On a noisy machine a ratio within a run's
 spread of its target is not decided by one harness run.
+
+``--mode agent`` and ``--mode soak`` run the agent workload instead (bench/agent_mix.py: 32
+connections over 2,000 sessions, ``?create=true`` appends each followed by a context read,
+against the floor's same I/O; a mix with transactions; a soak with RSS every 30 s).
 
 Prints the table and writes it into bench/RESULTS.md under ``## <label>`` (a section with the
 same label is replaced, others are kept, so BEFORE and AFTER can sit side by side).
@@ -108,11 +113,16 @@ local body = %(body)s
 local method = "%(method)s"
 local headers = {%(headers)s}
 local counter = 0
-math.randomseed(os.time())
+local run = nil
 
 request = function()
+  if run == nil then  -- per thread: its own seed and a tag for ids made fresh ({n})
+    math.randomseed(os.time() + tonumber(tostring({}):match("0x(%%x+)") or "0", 16) %% 100000)
+    run = string.format("%%08x", math.random(0, 0x7fffffff))
+  end
   counter = counter + 1
   local path = paths[math.random(#paths)]
+  path = path:gsub("{n}", run .. "-" .. counter)
   return wrk.format(method, path, headers, body)
 end
 
@@ -485,12 +495,35 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up per scenario")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--mode",
+        choices=("standard", "agent", "soak"),
+        default="standard",
+        help="agent: the agent mix against the floor's, and a mix with transactions; soak: "
+        "the agent mix for --soak-minutes with RSS every 30 s (bench/agent_mix.py; one worker)",
+    )
+    parser.add_argument("--soak-minutes", type=float, default=10.0)
+    parser.add_argument(
+        "--embeddings",
+        default="none",
+        help="EMBEDDINGS__PROVIDER of the service (none: no indexer)",
+    )
     args = parser.parse_args()
+    if args.mode != "standard":
+        from bench.agent_mix import main as agent_main
+
+        if args.label == "latest":
+            args.label = "agent mix" if args.mode == "agent" else "soak"
+        agent_main(args)
+        return
 
     url, db_name = create_pg_database()
     conninfo = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name
     log_dir = Path(tempfile.mkdtemp(prefix="sm-bench-"))
     server, bootstrap = service_process(url, log_dir / "server.log")
+    # (the builtin embedder's indexer embeds every appended item in the worker: work the
+    # floor does not do; --embeddings builtin measures the default configuration)
+    server.env["EMBEDDINGS__PROVIDER"] = args.embeddings
     floor = Floor(conninfo, args.workers)
     import psycopg
 
@@ -551,6 +584,14 @@ def main() -> None:
                     body,
                     auth,
                 ),
+                Scenario(  # ... and the first append of each session: a new id every request
+                    "svc_create_new_1",
+                    server.url,
+                    "POST",
+                    ["/v1/sessions/new-{n}/items?create=true"],
+                    body,
+                    auth,
+                ),
             ),
             "append_64": (
                 Scenario(
@@ -585,6 +626,15 @@ def main() -> None:
                     server.url,
                     "POST",
                     [f"/v1/sessions/{s}/items?create=true" for s in append_ids],
+                    body,
+                    auth,
+                    CONCURRENCY,
+                ),
+                Scenario(
+                    "svc_create_new_64",
+                    server.url,
+                    "POST",
+                    ["/v1/sessions/new-{n}/items?create=true"],
                     body,
                     auth,
                     CONCURRENCY,
@@ -629,8 +679,11 @@ def main() -> None:
         run_wrk(one_row, scripts[one_row.name], args.warmup)
 
         samples: dict[str, list[Sample]] = {name: [] for name in scripts}
-        svc_workers = worker_pids(server.proc.pid if server.proc else -1)
-        floor_workers = worker_pids(floor.proc.pid if floor.proc else -1)
+        # (one worker: the server process serves itself, no spawned child)
+        svc_parent = server.proc.pid if server.proc else -1
+        floor_parent = floor.proc.pid if floor.proc else -1
+        svc_workers = worker_pids(svc_parent) or [svc_parent]
+        floor_workers = worker_pids(floor_parent) or [floor_parent]
         rss_svc: list[float] = []
         rss_floor: list[float] = []
         for run in range(args.runs):
@@ -818,7 +871,7 @@ def main() -> None:
         f"{args.runs} runs x {args.seconds:g} s after {args.warmup:g} s warm-up, medians of "
         "the runs (runs: the ratio of each run, low to high; a target the runs fall on both "
         "sides of is mixed, not met); wrk as the client. Service: Postgres + Redis, auth on (API key), JSON access "
-        f"log. Context: {CONTEXT_ITEMS}-item sessions, max_tokens={CONTEXT_BUDGET}, "
+        f"log, EMBEDDINGS__PROVIDER={args.embeddings}. Context: {CONTEXT_ITEMS}-item sessions, max_tokens={CONTEXT_BUDGET}, "
         f"format=openai-chat ({projected} items, {report['projected_tokens']} tokens projected); "
         f"the floor SELECT returns the same {projected} newest rows (in the agent loop, as "
         f"many as that round's read projected: {min(fresh_rows)} to {max(fresh_rows)}).",
@@ -908,21 +961,28 @@ def create_table(
     """``?create=true`` appends to sessions that exist (what the SDK sessions send on every
     call) against plain appends of the same server, same sessions (issue 36's targets)."""
     measures = [
-        ("p50, 1 client (ms)", "1", "p50_ms", "<= 1.1", 1.1, "le"),
-        (f"throughput, {CONCURRENCY} clients (req/s)", "64", "rps", ">= 0.9", 0.9, "ge"),
-        (f"p99, {CONCURRENCY} clients (ms)", "64", "p99_ms", "", None, ""),
-    ]
+        ("p50, 1 client (ms)", "append", "1", "p50_ms", "<= 1.1", 1.1, "le"),
+        (f"throughput, {CONCURRENCY} clients (req/s)", "append", "64", "rps", ">= 0.9", 0.9, "ge"),
+        (f"p99, {CONCURRENCY} clients (ms)", "append", "64", "p99_ms", "", None, ""),
+        ("first append of a new session, p50, 1 client (ms)", "new", "1", "p50_ms", "", None, ""),
+        (
+            f"first append of a new session, throughput, {CONCURRENCY} clients (req/s)",
+            "new", "64", "rps", "", None, "",
+        ),
+    ]  # fmt: skip
     lines = [
-        "Appends with `?create=true` to sessions that exist, against plain appends:",
+        "Appends with `?create=true` to sessions that exist (and, last two rows, to a new id "
+        "each time), against plain appends to sessions that exist:",
         "",
         "| measure | create=true | plain | ratio | runs | target | met |",
         "|---|---:|---:|---:|---:|---:|:---:|",
     ]
     verdicts = []
-    for label, clients, attr, target_text, target, kind in measures:
-        create, plain = m(f"svc_create_append_{clients}", attr), m(f"svc_append_{clients}", attr)
+    for label, what, clients, attr, target_text, target, kind in measures:
+        name = f"svc_create_{what}_{clients}"
+        create, plain = m(name, attr), m(f"svc_append_{clients}", attr)
         ratio = create / plain if plain else float("nan")
-        runs = spread(f"svc_create_append_{clients}", f"svc_append_{clients}", attr)
+        runs = spread(name, f"svc_append_{clients}", attr)
         met = ""
         if target is not None:
             met = verdict(ratio, runs, target, kind)

@@ -5,8 +5,9 @@ existing session on Postgres is then ONE statement in autocommit (``store.append
 the session row (allocating the seq range, fencing on ``If-Match``), inserts the items, the
 ``appended`` event and, with an ``Idempotency-Key``, the idempotency record; a retry meets
 that record and gets the first answer back, rebuilt from the retried request (DESIGN §6).
-``?create=true`` takes that statement too and falls back to the general path only when the
-session is missing (its first append). Otherwise (SQLite, ``If-Match`` with ``?create=true``)
+``?create=true`` takes it too, as an upsert that creates the session on its first append
+(falling back to the general path only when the id is held by an expired session or the
+tenant is being erased). Otherwise (SQLite, ``If-Match`` with ``?create=true``)
 it is the general write protocol (``Runtime.run_write``).
 It never reads or rewrites earlier items, so its cost does not grow with the session.
 """
@@ -178,9 +179,9 @@ async def append_items(
 
     if not rt.store.is_sqlite and not (create and if_match is not None):
         # ``?create=true`` (what the SDK sessions send on every call) takes this path too: the
-        # session almost always exists. Only when it is missing does the append go on to the
-        # general path below, which creates it (a create is ordered by the tenant's tombstone
-        # lock and the row's primary key, which one statement cannot take in that order).
+        # session almost always exists; when it does not, an upsert creates it (ordered
+        # against the tenant's erasure by the tenant's lock, store.append). Only an id held by
+        # an expired session, or a tenant being erased, goes on to the general path below.
         done = await _append_one_statement(
             rt, actor, session_id, measured, if_match=if_match, idempotency=idempotency,
             encode=encode, replay=replay, missing_ok=create,
@@ -250,7 +251,8 @@ async def _append_one_statement(
     missing_ok: bool = False,
 ) -> tuple[AppendResult | None, Encoded] | None:
     """The append as one autocommit statement; (None, the first answer) for a retry. With
-    ``missing_ok`` (``?create=true``), None when the session is missing (nothing written)."""
+    ``missing_ok`` (``?create=true``) the statement creates a missing session, and None
+    comes back when it could not (nothing written: the general path decides)."""
     count = len(measured)
     for attempt in (1, 2):
         now = utcnow()
@@ -277,6 +279,8 @@ async def _append_one_statement(
                     request_id=actor.request_id,
                     actor=actor.key_name,
                     idempotency=record,
+                    create=missing_ok,
+                    default_ttl=rt.settings.retention.session_ttl_seconds,
                 )
             except IdempotencyTaken:
                 taken = True
@@ -293,7 +297,7 @@ async def _append_one_statement(
                 raise IdempotencyTaken
             continue
         if state is None:
-            if missing_ok:  # missing, expired or being erased: the general path decides
+            if missing_ok:  # expired, being erased, or its tenant: the general path decides
                 return None
             async with rt.store.autocommit() as db:
                 await fail_write(db, actor, session_id, if_match)

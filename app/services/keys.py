@@ -48,7 +48,6 @@ from app.store.keys import KeyRepository
 from app.store.retention import RetentionRepository
 
 BOOTSTRAP_KEY_ID = "bootstrap"
-_CACHE_MAX = 10_000
 
 
 def is_loopback(host: str) -> bool:
@@ -127,6 +126,7 @@ class KeyResolver:
     ) -> None:
         self.store = store
         self.ttl = settings.cache_seconds
+        self.max_keys = settings.cache_max_keys
         self.clock = clock
         self._cache: dict[str, tuple[float, ApiKey]] = {}
         self._bootstrap: tuple[str, ApiKey] | None = None
@@ -160,7 +160,7 @@ class KeyResolver:
                 return None
             key = found
             if self.ttl > 0:
-                if len(self._cache) >= _CACHE_MAX:
+                if len(self._cache) >= self.max_keys:
                     self._cache.clear()
                 self._cache[digest] = (now + self.ttl, key)
         return key if key.active else None

@@ -19,6 +19,10 @@ the sweep left (``expires_at = ERASING``) and matches nothing, and no replica wh
 can renew a session the database already considers expired. A tenant whose erasure began has a
 tombstone the statement checks, so a key still cached elsewhere writes nothing.
 
+``?create=true`` (``create``): when the update finds no session, an upsert of the session row
+(``_UPSERT``) creates it with the items and the ``created`` + ``appended`` events, in autocommit
+too: the first append of a session is two statements and no transaction.
+
 Same rows as the general path: ``seq`` = the range the update allocated, one ``appended``
 event at the new ``event_seq`` with ``{"count", "first_seq", "last_seq"}``; the session row
 comes back as the new ``SessionState``.
@@ -43,13 +47,13 @@ from app.domain.sessions import SessionState
 from app.store.idempotency import IdempotencyScope, IdempotencyTaken, is_idempotency_conflict
 from app.store.items import body_columns
 from app.store.raw import DriverConnection, RawQuery
+from app.store.retention import tenant_lock_name
 from app.store.sessions import SESSION_COLUMNS, UTC_COLUMNS, state_of_row
 from app.store.tables import UTCDateTime
 
 _RETURNING = ", ".join(c.name for c in SESSION_COLUMNS)
 
-_STATEMENT = """
-WITH s AS (
+_UPDATE = """
     UPDATE sessions SET
         version = version + 1,
         last_seq = last_seq + CAST(:n AS BIGINT),
@@ -63,7 +67,43 @@ WITH s AS (
       AND (CAST(:expected AS BIGINT) IS NULL OR version = CAST(:expected AS BIGINT))
       AND (expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)
       AND NOT EXISTS (SELECT 1 FROM tenant_erasures WHERE tenant_digest = :tenant_digest)
-    RETURNING {returning}
+    RETURNING {returning}"""
+# ``?create=true``: the session row is created (version 1, its ``created`` and ``appended``
+# events) or bumped as the update above bumps it, by one upsert. The tenant's guard function
+# (migration 0010) takes the tenant's advisory lock shared and looks for its tombstone on a
+# snapshot taken after the lock was granted, as the transactional create does in two
+# statements. An existing row that expired (or whose erasure began) is left alone and nothing
+# comes back: the general path erases it and creates the session again. ``xmax = 0`` is true
+# of the row version an INSERT wrote, false of the one ON CONFLICT DO UPDATE wrote.
+_UPSERT = """
+    INSERT INTO sessions AS cur (tenant_id, id, version, summary, metadata, config, item_count,
+                                 token_count, char_count, last_seq, event_seq, epoch,
+                                 last_compaction, created_at, updated_at, ttl_seconds,
+                                 expires_at)
+    SELECT :tenant_id, :session_id, 1, NULL, CAST('{{}}' AS JSON), CAST('{{}}' AS JSON),
+           CAST(:n AS BIGINT), CAST(:tokens AS BIGINT), CAST(:chars AS BIGINT),
+           CAST(:n AS BIGINT), 2, 0, NULL, :now, CURRENT_TIMESTAMP,
+           CAST(:default_ttl AS BIGINT),
+           CURRENT_TIMESTAMP + CAST(:default_ttl AS BIGINT) * INTERVAL '1 second'
+    WHERE tenant_creates_allowed(hashtextextended(:lock_name, 0), :tenant_digest)
+    ON CONFLICT (tenant_id, id) DO UPDATE SET
+        version = cur.version + 1,
+        last_seq = cur.last_seq + CAST(:n AS BIGINT),
+        event_seq = cur.event_seq + 1,
+        item_count = cur.item_count + CAST(:n AS BIGINT),
+        token_count = cur.token_count + CAST(:tokens AS BIGINT),
+        char_count = cur.char_count + CAST(:chars AS BIGINT),
+        updated_at = CURRENT_TIMESTAMP,
+        expires_at = CURRENT_TIMESTAMP + cur.ttl_seconds * INTERVAL '1 second'
+    WHERE cur.expires_at IS NULL OR cur.expires_at > CURRENT_TIMESTAMP
+    RETURNING {returning}, cur.xmax = 0 AS created"""
+_CREATED_EVENT = """
+    SELECT s.tenant_id, s.id, s.event_seq - 1, 'created', s.version, :request_id, :actor,
+           CAST('{}' AS JSONB), :now
+    FROM s WHERE s.created
+    UNION ALL"""
+_STATEMENT = """
+WITH s AS ({session}
 ), new_items AS (
     INSERT INTO items (tenant_id, session_id, seq, item_id, type, role, call_id, body, format,
                        tokens, chars, pinned, metadata, archived, created_at, search_text)
@@ -75,7 +115,7 @@ WITH s AS (
         tokens INTEGER, chars INTEGER, pinned BOOLEAN, metadata JSON, search_text TEXT)
 ), new_event AS (
     INSERT INTO events (tenant_id, session_id, seq, type, version, request_id, actor, data,
-                        created_at)
+                        created_at){created_event}
     SELECT s.tenant_id, s.id, s.event_seq, 'appended', s.version, :request_id, :actor,
            jsonb_build_object('count', CAST(:n AS BIGINT),
                               'first_seq', s.last_seq - CAST(:n AS BIGINT) + 1,
@@ -102,15 +142,22 @@ _IDEMPOTENCY = """, new_idempotency AS (
 )"""
 
 
-def _append_statement(*, idempotent: bool) -> RawQuery:
-    text = _STATEMENT.format(returning=_RETURNING, idempotency=_IDEMPOTENCY if idempotent else "")
+def _append_statement(*, idempotent: bool, create: bool = False) -> RawQuery:
+    returning = _RETURNING + (", created" if create else "")
+    text = _STATEMENT.format(
+        session=(_UPSERT if create else _UPDATE).format(returning=_RETURNING),
+        created_event=_CREATED_EVENT if create else "",
+        returning=returning,
+        idempotency=_IDEMPOTENCY if idempotent else "",
+    )
+    columns = [*SESSION_COLUMNS, *([sa.column("created", sa.Boolean)] if create else [])]
     statement = (
         sa.text(text)
         .bindparams(
             sa.bindparam("now", type_=UTCDateTime()),
             *([sa.bindparam("idem_expires", type_=UTCDateTime())] if idempotent else []),
         )
-        .columns(*SESSION_COLUMNS)
+        .columns(*columns)
     )
     return RawQuery(statement, utc_columns=UTC_COLUMNS)
 
@@ -118,6 +165,8 @@ def _append_statement(*, idempotent: bool) -> RawQuery:
 # Sent on the driver connection (see app/store/raw.py): this is every append's statement.
 _APPEND = _append_statement(idempotent=False)
 _APPEND_IDEMPOTENT = _append_statement(idempotent=True)
+_CREATE_APPEND = _append_statement(idempotent=False, create=True)
+_CREATE_APPEND_IDEMPOTENT = _append_statement(idempotent=True, create=True)
 
 
 def postgres_text() -> str:
@@ -173,11 +222,21 @@ class AppendRepository:
         request_id: str | None,
         actor: str | None,
         idempotency: AppendIdempotency | None = None,
+        create: bool = False,
+        default_ttl: int | None = None,
     ) -> SessionState | None:
         """Append ``batch`` ((item, id, tokens, chars, the record as JSON), in order) and bump the session row,
         in one statement; ``None`` if the session is missing or not at ``expected_version``
         (nothing written). A live item id already taken raises ``DuplicateItemId``, a record
-        already stored under ``idempotency``'s scope ``IdempotencyTaken`` (nothing written)."""
+        already stored under ``idempotency``'s scope ``IdempotencyTaken`` (nothing written).
+
+        ``create`` (``?create=true``, no ``expected_version``): a missing session is created
+        by one more statement (an upsert: it creates the row or, if a concurrent first append
+        created it meanwhile, bumps it), at version 1 with its ``created`` event before
+        ``appended``, with ``default_ttl`` (the server's) as its TTL. ``None`` then means
+        the tenant's erasure has begun, or the id is held by a session that expired or is
+        being erased (nothing written: the general path says which)."""
+        assert not (create and expected_version is not None)
         rows: list[dict[str, Any]] = []
         tokens = chars = 0
         for ordinal, (item, item_id, item_tokens, item_chars, record) in enumerate(batch, 1):
@@ -207,17 +266,32 @@ class AppendRepository:
             "request_id": request_id,
             "actor": actor,
         }
-        query = _APPEND
         if idempotency is not None:
-            query = _APPEND_IDEMPOTENT
             params.update(_idempotency_params(idempotency, [row["item_id"] for row in rows], now))
+        idempotent = idempotency is not None
+        found = await self._run(_APPEND_IDEMPOTENT if idempotent else _APPEND, params)
+        if not found and create:
+            # Missing (its first append), or held by an expired session, or the tenant is
+            # being erased. The plain update came first because the session almost always
+            # exists, and the update takes no tenant lock: at 64 clients the upsert's shared
+            # advisory lock of one tenant cost a tenth of the throughput (bench/RESULTS.md,
+            # session 15).
+            params["default_ttl"] = default_ttl
+            params["lock_name"] = tenant_lock_name(params["tenant_digest"])
+            found = await self._run(
+                _CREATE_APPEND_IDEMPOTENT if idempotent else _CREATE_APPEND, params
+            )
+        if not found:
+            return None
+        return state_of_row(found[0][: len(SESSION_COLUMNS)])
+
+    async def _run(self, query: RawQuery, params: dict[str, Any]) -> Sequence[Any]:
         try:
-            rows = await query.rows(self.db, params)
+            return await query.rows(self.db, params)
         except IntegrityError as exc:
             if is_idempotency_conflict(exc):
                 raise IdempotencyTaken from exc
             raise DuplicateItemId("an item id in the batch is already in working memory") from exc
-        return state_of_row(rows[0]) if rows else None
 
 
 def _idempotency_params(

@@ -42,6 +42,8 @@ class Store:
         max_overflow: int = 0,
         item_cache_items: int = 0,
         prompt_cache_entries: int = 0,
+        item_cache_chars: int = 32 * 1024 * 1024,
+        prompt_cache_chars: int = 16 * 1024 * 1024,
     ) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
@@ -55,10 +57,16 @@ class Store:
             idle_seconds=STATEMENT_IDLE_SECONDS,
         )
         # decoded items shared by this process's context reads (None: off)
-        self.item_cache = ItemCache(max_items=item_cache_items) if item_cache_items > 0 else None
+        self.item_cache = (
+            ItemCache(max_items=item_cache_items, max_total_chars=item_cache_chars)
+            if item_cache_items > 0 and item_cache_chars > 0
+            else None
+        )
         # whole projected prompts by session version and budget (None: off)
         self.prompt_cache = (
-            PromptCache(max_entries=prompt_cache_entries) if prompt_cache_entries > 0 else None
+            PromptCache(max_entries=prompt_cache_entries, max_total_chars=prompt_cache_chars)
+            if prompt_cache_entries > 0 and prompt_cache_chars > 0
+            else None
         )
 
     @classmethod
@@ -70,6 +78,8 @@ class Store:
         max_overflow: int = 0,
         item_cache_items: int = 0,
         prompt_cache_entries: int = 0,
+        item_cache_chars: int = 32 * 1024 * 1024,
+        prompt_cache_chars: int = 16 * 1024 * 1024,
         lock_wait_seconds: float | None = None,
     ) -> Store:
         kwargs: dict[str, Any] = {
@@ -105,6 +115,8 @@ class Store:
             max_overflow=max_overflow,
             item_cache_items=item_cache_items,
             prompt_cache_entries=prompt_cache_entries,
+            item_cache_chars=item_cache_chars,
+            prompt_cache_chars=prompt_cache_chars,
         )
 
     def remember_items(

@@ -98,9 +98,15 @@ def utcnow_for_sqlite() -> datetime:
     return datetime.now(UTC)
 
 
+def tenant_lock_name(digest: str) -> str:
+    """The name whose ``hashtextextended(name, 0)`` is the tenant's advisory lock (below); the
+    one-statement create on append (``store.append``) takes it by the same name."""
+    return "tenant-erasure:" + digest
+
+
 def _advisory_key(digest: str) -> sa.ColumnElement[int]:
     """The Postgres advisory lock a tenant's creates share and its erasure takes alone."""
-    return sa.func.hashtextextended(sa.literal("tenant-erasure:" + digest), 0)
+    return sa.func.hashtextextended(sa.literal(tenant_lock_name(digest)), 0)
 
 
 def _of(table: sa.FromClause, tenant_id: Any, session_id: Any) -> sa.ColumnElement[bool]:

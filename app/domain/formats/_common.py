@@ -102,12 +102,14 @@ class _SharedCounts:
     process instead of once per read is what makes repeated reads cheap. A count is a pure
     function of (tokenizer, text), so sharing it changes no result."""
 
-    MAX_ENTRIES = 50_000  # over all tokenizers
     MAX_TEXT = 32_768  # longer texts are counted each time rather than kept alive
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_entries: int = 50_000, max_chars: int = 16 * 1024 * 1024) -> None:
         # one table per tokenizer, so that a lookup is a plain ``dict.get`` on the text
         self._tables: dict[str, dict[str, int]] = {}
+        self.max_entries = max_entries  # over all tokenizers
+        self.max_chars = max_chars  # the kept texts' total length, over all tokenizers
+        self._chars = 0
 
     def table(self, tokenizer: TokenizerName) -> Mapping[str, int]:
         """The counts known for ``tokenizer`` (read-only: a miss goes through ``count``)."""
@@ -120,23 +122,40 @@ class _SharedCounts:
         return table
 
     def count(self, tokenizer: TokenizerName, text: str) -> int:
-        if len(text) > self.MAX_TEXT:
+        if len(text) > self.MAX_TEXT or self.max_entries <= 0:
             return count_text(text, tokenizer)
         table = self._table(tokenizer)
         hit = table.get(text)
         if hit is None:
             hit = count_text(text, tokenizer)
-            if sum(map(len, self._tables.values())) >= self.MAX_ENTRIES:
+            while self._tables and (
+                sum(map(len, self._tables.values())) >= self.max_entries
+                or self._chars + len(text) > self.max_chars
+            ):
                 # dicts keep insertion order: drop the oldest tenth (of the largest table) in
                 # one go
                 largest = max(self._tables.values(), key=len)
-                for old in list(largest)[: self.MAX_ENTRIES // 10]:
+                if not largest:
+                    break
+                for old in list(largest)[: max(1, len(largest) // 10)]:
+                    self._chars -= len(old)
                     del largest[old]
             table[text] = hit
+            self._chars += len(text)
         return hit
+
+    def bound(self, *, max_entries: int, max_chars: int) -> None:
+        self.max_entries, self.max_chars = max_entries, max_chars
+        self._tables.clear()
+        self._chars = 0
 
 
 _SHARED = _SharedCounts()
+
+
+def bound_token_counts(*, max_entries: int, max_chars: int) -> None:
+    """Set the bounds of the process-wide token counts (at start-up, from the settings)."""
+    _SHARED.bound(max_entries=max_entries, max_chars=max_chars)
 
 
 class TokenCache:
