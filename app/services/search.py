@@ -20,11 +20,11 @@ from typing import Literal
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
-from app.embeddings.vectors import nearest
+from app.embeddings.vectors import nearest_packed
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
-from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_seq
-from app.store.vectors import VectorRepository
+from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_key
+from app.store.vectors import PackedVectors, session_packed, tenant_packed
 
 Scope = Literal["memory", "history"]
 Mode = Literal["fulltext", "semantic", "hybrid"]
@@ -52,6 +52,9 @@ def check_query(q: str) -> str:
 # A tenant-wide search ranks at most this many matching items (the first the index yields):
 # its cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
 TENANT_CANDIDATES = 1000
+# A tenant-wide semantic or hybrid search compares the query with at most this many vectors
+# (without an ANN index): about 15 MB of float32 at 384 dimensions, a bounded read.
+TENANT_VECTOR_CANDIDATES = 20_000
 # A cursor: the last hit's score (the hex of its IEEE 754 double), seq and session id (the hex
 # of its UTF-8). Every string of this pattern is a position to continue from, so the
 # published pattern is exactly what is accepted.
@@ -170,9 +173,13 @@ async def search_session_modes(
     after = decode_cursor(cursor) if cursor is not None else None
     async with rt.store.read() as db:
         await load_session(db, actor, session_id)
-        if not text:
-            return SearchPage([], None, mode)
-        history = scope == "history"
+    if not text:
+        return SearchPage([], None, mode)
+    # The query is embedded before the reads (no connection held while the model runs); its
+    # size says which stored vectors it can be compared with.
+    [query_vector] = await embedder.embed([text])
+    history = scope == "history"
+    async with rt.store.read() as db:
         ft_hits = (
             await SearchRepository(db).search(
                 actor.tenant_id,
@@ -184,37 +191,143 @@ async def search_session_modes(
             if mode == "hybrid"
             else []
         )
-        candidates = await VectorRepository(db).session_vectors(
-            actor.tenant_id, session_id, embedder.model, include_archived=history
+        packed = await session_packed(
+            db,
+            actor.tenant_id,
+            session_id,
+            embedder.model,
+            dims=len(query_vector),
+            include_archived=history,
         )
-    [query_vector] = await embedder.embed([text])
-    semantic = nearest(query_vector, candidates, limit=SEMANTIC_CANDIDATES)
-    fused: list[FusedHit[int]] = fuse(
-        [(h.item.seq, h.score) for h in ft_hits],
+    return await _fused_page(
+        rt,
+        actor,
+        text=text,
+        mode=mode,
+        ft_hits=ft_hits,
+        packed=packed,
+        query_vector=query_vector,
+        min_score=min_score,
+        limit=limit,
+        after=after,
+    )
+
+
+async def _fused_page(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    text: str,
+    mode: Mode,
+    ft_hits: list[SearchHit],
+    packed: PackedVectors,
+    query_vector: list[float],
+    min_score: float,
+    limit: int,
+    after: SearchKey | None,
+) -> SearchPage:
+    """Rank ``packed`` by meaning, fuse with ``ft_hits`` and cut the page after ``after``
+    (the same inputs give the same order, so a cursor names a place in it)."""
+    semantic = nearest_packed(
+        query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
+    )
+    fused: list[FusedHit[tuple[str, int]]] = fuse(
+        [((h.session_id, h.item.seq), h.score) for h in ft_hits],
         semantic,
         query=text,
         mode=mode,
         min_score=min_score,
     )
     start = 0
-    if after is not None:  # continue after the hit the cursor names (same inputs, same order)
+    if after is not None:  # continue after the hit the cursor names
+        named = (after.session_id, after.seq)
         start = next(
-            (i + 1 for i, f in enumerate(fused) if f.key == after.seq),
+            (i + 1 for i, f in enumerate(fused) if f.key == named),
             next((i for i, f in enumerate(fused) if f.score < after.score), len(fused)),
         )
     window = fused[start : start + limit + 1]
-    by_seq = {h.item.seq: h for h in ft_hits}
-    missing = [f.key for f in window if f.key not in by_seq]
+    by_key = {(h.session_id, h.item.seq): h for h in ft_hits}
+    missing = [f.key for f in window if f.key not in by_key]
     if missing:
         async with rt.store.read() as db:
-            by_seq.update(await hits_by_seq(db, actor.tenant_id, session_id, missing))
+            by_key.update(await hits_by_key(db, actor.tenant_id, missing))
     scored = [
-        ScoredHit(replace(by_seq[f.key], score=f.score), f.fulltext, f.semantic)
+        ScoredHit(replace(by_key[f.key], score=f.score), f.fulltext, f.semantic)
         for f in window
-        if f.key in by_seq  # an item erased between the two reads is left out
+        if f.key in by_key  # an item erased between the two reads is left out
     ]
     page, next_cursor = _page([s.hit for s in scored], limit=limit)
     return SearchPage(scored[: len(page)], next_cursor, mode)
+
+
+async def search_all_modes(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    q: str,
+    scope: Scope,
+    limit: int,
+    cursor: str | None = None,
+    mode: Mode = "fulltext",
+    min_score: float = DEFAULT_MIN_SCORE,
+) -> SearchPage:
+    """The tenant-wide search in ``mode``, over the sessions the caller may see. ``fulltext``
+    is ``search_all``. ``semantic`` and ``hybrid`` rank by meaning at most
+    ``TENANT_VECTOR_CANDIDATES`` vectors of the current model (every one when the tenant has
+    fewer: the scan is then exact) and fuse them as a session's search does with the full-text
+    ranking of at most ``TENANT_CANDIDATES`` matches. Semantic search off: as in
+    ``search_session_modes``."""
+    embedder = rt.embedder
+    if mode == "semantic" and embedder is None:
+        raise _semantic_off()
+    if mode == "fulltext" or embedder is None:
+        hits, next_cursor = await search_all(
+            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+    text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
+    if not text:
+        return SearchPage([], None, mode)
+    [query_vector] = await embedder.embed([text])
+    history = scope == "history"
+    now = utcnow()
+    async with rt.store.read() as db:
+        ft_hits = (
+            await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES,
+                candidates=TENANT_CANDIDATES,
+                live_at=now,
+            )
+            if mode == "hybrid"
+            else []
+        )
+        packed = await tenant_packed(
+            db,
+            actor.tenant_id,
+            embedder.model,
+            dims=len(query_vector),
+            session_prefix=actor.session_prefix,
+            include_archived=history,
+            live_at=now,
+            candidates=TENANT_VECTOR_CANDIDATES,
+        )
+    return await _fused_page(
+        rt,
+        actor,
+        text=text,
+        mode=mode,
+        ft_hits=ft_hits,
+        packed=packed,
+        query_vector=query_vector,
+        min_score=min_score,
+        limit=limit,
+        after=after,
+    )
 
 
 async def search_all(

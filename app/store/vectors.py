@@ -16,12 +16,14 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.store.tables import item_vectors as v
 from app.store.tables import items as t
+from app.store.tables import sessions
 
 
 def pack_vector(vector: Sequence[float]) -> bytes:
@@ -165,3 +167,98 @@ class VectorRepository:
             stmt = stmt.where(sa.not_(t.c.archived))
         rows = (await self.db.execute(stmt)).all()
         return [(int(r[0]), unpack_vector(bytes(r[2]), int(r[1]))) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedVectors:
+    """Vectors as read, still packed: ``keys[i]`` is ``(session_id, seq)`` of ``blobs[i]``, each
+    ``dims`` float32 values (``app.embeddings.vectors.matrix_of`` stacks them without a Python
+    float per value). Only rows of one model and of ``dims`` dimensions are ever read together."""
+
+    keys: list[tuple[str, int]]
+    blobs: list[bytes]
+    dims: int
+
+
+def _joined_items() -> sa.FromClause:
+    return v.join(
+        t,
+        sa.and_(
+            t.c.tenant_id == v.c.tenant_id,
+            t.c.session_id == v.c.session_id,
+            t.c.seq == v.c.seq,
+        ),
+    )
+
+
+async def _packed(db: AsyncConnection, stmt: sa.Select[Any], dims: int) -> PackedVectors:
+    rows = (await db.execute(stmt)).all()
+    return PackedVectors(
+        keys=[(r[0], int(r[1])) for r in rows], blobs=[bytes(r[2]) for r in rows], dims=dims
+    )
+
+
+async def session_packed(
+    db: AsyncConnection,
+    tenant_id: str,
+    session_id: str,
+    model: str,
+    *,
+    dims: int,
+    include_archived: bool,
+) -> PackedVectors:
+    """Every vector of ``model`` with ``dims`` dimensions in the session, packed (the exact scan
+    of a session-scoped search)."""
+    stmt = (
+        sa.select(v.c.session_id, v.c.seq, v.c.vector)
+        .select_from(_joined_items())
+        .where(
+            v.c.tenant_id == tenant_id,
+            v.c.session_id == session_id,
+            v.c.model == model,
+            v.c.dims == dims,
+        )
+        .order_by(v.c.seq)  # ties in the scan go to the newest seq, as ``nearest`` has it
+    )
+    if not include_archived:
+        stmt = stmt.where(sa.not_(t.c.archived))
+    return await _packed(db, stmt, dims)
+
+
+async def tenant_packed(
+    db: AsyncConnection,
+    tenant_id: str,
+    model: str,
+    *,
+    dims: int,
+    session_prefix: str | None,
+    include_archived: bool,
+    live_at: datetime,
+    candidates: int,
+) -> PackedVectors:
+    """At most ``candidates`` vectors of ``model`` across the tenant's sessions (those starting
+    with ``session_prefix``, not expired at ``live_at``): the first the database yields, in no
+    meaningful order, like the full-text candidate set. With fewer vectors than that in the
+    tenant, every one is read and the scan is exact."""
+    where: list[sa.ColumnElement[bool]] = [
+        v.c.tenant_id == tenant_id,
+        v.c.model == model,
+        v.c.dims == dims,
+    ]
+    if session_prefix:
+        where.append(v.c.session_id.startswith(session_prefix, autoescape=True))
+    if not include_archived:
+        where.append(sa.not_(t.c.archived))
+    expired = sa.select(sessions.c.id).where(
+        sessions.c.tenant_id == v.c.tenant_id,
+        sessions.c.id == v.c.session_id,
+        sessions.c.expires_at <= live_at,
+    )
+    where.append(~sa.exists(expired))
+    stmt = (
+        sa.select(v.c.session_id, v.c.seq, v.c.vector)
+        .select_from(_joined_items())
+        .where(*where)
+        .limit(candidates)
+    )
+    return await _packed(db, stmt, dims)

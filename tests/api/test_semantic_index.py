@@ -198,8 +198,12 @@ async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) 
     assert first["seq"] == 1 and first["scores"]["fulltext"] is not None
     assert first["scores"]["semantic"] is not None
 
-    # Full text stays the default, with the full-text score beside it.
+    # Hybrid is the default; full text stays available, its score beside it.
     r = await client.get(base, params={"q": "parser"})
+    body = r.json()
+    assert body["mode"] == "hybrid"
+    assert {h["seq"] for h in body["items"] if h["scores"]["fulltext"] is not None} == {1, 2, 5}
+    r = await client.get(base, params={"q": "parser", "mode": "fulltext"})
     body = r.json()
     assert body["mode"] == "fulltext" and len(body["items"]) == 3
     assert all(h["scores"] == {"fulltext": h["score"], "semantic": None} for h in body["items"])
@@ -224,7 +228,7 @@ async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) 
 
     r = await client.get(base, params={"q": "x", "mode": "vibes"})
     assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
-    r = await client.get("/v1/search", params={"q": "parser", "mode": "hybrid"})
+    r = await client.get("/v1/search", params={"q": "x", "mode": "vibes"})
     assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
 
 
@@ -244,3 +248,126 @@ async def test_modes_with_semantic_search_off(backend: str, request: pytest.Fixt
         assert r.status_code == 403, r.text
         assert r.json()["type"].endswith("semantic-search-off")
         assert "semantic search is off" in r.json()["detail"]
+
+
+async def test_tenant_wide_semantic_and_hybrid_search(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> None:
+    """``GET /v1/search`` by meaning and hybrid: confined to the key's tenant and session
+    prefix like full text, both scores shown, pages covering the whole result."""
+    from app.services import keys as key_service
+
+    fake_llm.reset()
+    settings = Settings(
+        **own_database,  # type: ignore[arg-type]
+        auth={"mode": "on", "bootstrap_key": "bootstrap-key-for-tests-" + "x" * 24},
+        embeddings={
+            "provider": "openai",
+            "base_url": fake_llm.base_url,
+            "model": f"fake-{uuid.uuid4().hex[:6]}",
+            "batch_size": 8,
+            "dimensions": 256,
+            "retries": 0,
+        },
+    )
+    async for client, rt in _client(settings):
+        tenant, other_tenant = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
+
+        async def key(tenant_id: str, prefix: str | None) -> dict[str, str]:
+            created = await key_service.insert_key(
+                rt.store,
+                tenant_id=tenant_id,
+                command=key_service.KeyCreateCommand(
+                    name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
+                ),
+            )
+            return {"Authorization": f"Bearer {created.secret}"}
+
+        full, team, stranger = await key(tenant, None), await key(tenant, "team-a:"), await key(
+            other_tenant, None
+        )
+        texts = {
+            "team-a:one": ["the staging database password rotates weekly", "lunch at noon"],
+            "team-a:two": ["staging database migrations run nightly", "deploy E1042 failed"],
+            "team-b:one": ["the staging database password is long", "coffee beans"],
+        }
+        for sid, lines in texts.items():
+            r = await client.post(
+                f"/v1/sessions/{sid}/items",
+                params={"create": "true"},
+                headers=full,
+                json={"items": [{"type": "message", "role": "user", "content": t} for t in lines]},
+            )
+            assert r.status_code < 300, r.text
+        r = await client.post(
+            "/v1/sessions/theirs/items",
+            params={"create": "true"},
+            headers=stranger,
+            json={"items": [{"type": "message", "role": "user", "content": "staging database"}]},
+        )
+        assert r.status_code < 300, r.text
+        deadline = time.monotonic() + 20
+        for sid in texts:
+            while True:
+                state = (await client.get(f"/v1/sessions/{sid}", headers=full)).json()
+                if state["search_index"]["pending"] == 0:
+                    break
+                assert time.monotonic() < deadline, state
+                await asyncio.sleep(0.05)
+
+        q = {"q": "staging database password", "min_score": 0.3}
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=full)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["mode"] == "semantic"
+        found = [(h["session_id"], h["item"]["content"]) for h in body["items"]]
+        # Meaning across sessions of the tenant, best first; never the other tenant's item.
+        assert found[:2] == [
+            ("team-b:one", "the staging database password is long"),
+            ("team-a:one", "the staging database password rotates weekly"),
+        ] or found[:2] == [
+            ("team-a:one", "the staging database password rotates weekly"),
+            ("team-b:one", "the staging database password is long"),
+        ]
+        assert "theirs" not in {s for s, _ in found}
+        assert all(h["scores"]["fulltext"] is None for h in body["items"])
+        sims = [h["scores"]["semantic"] for h in body["items"]]
+        assert sims == sorted(sims, reverse=True) and min(sims) >= 0.3
+
+        # The key's session prefix confines it, as it does full text.
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=team)
+        assert r.status_code == 200, r.text
+        assert {h["session_id"] for h in r.json()["items"]} <= {"team-a:one", "team-a:two"}
+        assert r.json()["items"]
+
+        # Hybrid is the default; an exact token puts its full-text match first.
+        r = await client.get("/v1/search", params={"q": "E1042"}, headers=full)
+        body = r.json()
+        assert body["mode"] == "hybrid"
+        first = body["items"][0]
+        assert (first["session_id"], first["item"]["content"]) == ("team-a:two", "deploy E1042 failed")
+        assert first["scores"]["fulltext"] is not None and first["scores"]["semantic"] is not None
+
+        # Pages of a tenant-wide hybrid search cover the unpaged result exactly.
+        params = {"q": "the staging database", "min_score": -1}
+        whole = (await client.get("/v1/search", params=params | {"limit": 100}, headers=full)).json()
+        assert len(whole["items"]) == 6
+        seen: list[tuple[str, int]] = []
+        cursor = None
+        while True:
+            page = (
+                await client.get(
+                    "/v1/search",
+                    params=params | {"limit": 4} | ({"cursor": cursor} if cursor else {}),
+                    headers=full,
+                )
+            ).json()
+            seen += [(h["session_id"], h["seq"]) for h in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [(h["session_id"], h["seq"]) for h in whole["items"]]
+
+        # The other tenant sees only its own.
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=stranger)
+        assert [h["session_id"] for h in r.json()["items"]] == ["theirs"]

@@ -1,10 +1,10 @@
 """/v1/sessions/{id}/search and /v1/search: ranked search over one session (full text, by
-meaning or hybrid) or the caller's whole tenant (full text only in this release); keyset
-pages; the tenant-wide search ranks a bounded candidate set."""
+meaning or hybrid, the default) or the caller's whole tenant (the same modes); keyset pages;
+the tenant-wide search ranks a bounded candidate set."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -18,7 +18,6 @@ from app.api.session_ids import SessionIdPath
 from app.domain.recall import DEFAULT_MIN_SCORE
 from app.services import search as service
 from app.services.runtime import Encoded
-from app.store.search import SearchHit
 
 router = APIRouter(tags=["search"])
 
@@ -66,10 +65,6 @@ Cursor = Annotated[
 ]
 
 
-def _encode(hits: list[SearchHit], next_cursor: str | None) -> Encoded:
-    return Encoded(200, dumps(search_body(hits, next_cursor)))
-
-
 def _encode_page(page: service.SearchPage) -> Encoded:
     body = search_body(
         [s.hit for s in page.hits],
@@ -102,7 +97,7 @@ async def search_session(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
-    mode: ModeQuery = "fulltext",
+    mode: ModeQuery = "hybrid",
     min_score: MinScore = DEFAULT_MIN_SCORE,
 ) -> Response:
     page = await service.search_session_modes(
@@ -123,12 +118,19 @@ async def search_session(
     "/v1/search",
     response_model=SearchResults,
     operation_id="searchAll",
-    summary="Full-text search across the tenant's sessions, best first",
-    description=f"Ranks at most the first {service.TENANT_CANDIDATES} matching items the index "
-    "finds (a bound on the cost, whatever the tenant holds): a query that matches more should "
-    "be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here "
-    "(a session's own search offers them).",
-    responses=problem_responses(422),
+    summary="Search across the tenant's sessions (full text, by meaning, or both), best first",
+    description=f"Full text ranks at most the first {service.TENANT_CANDIDATES} matching items "
+    f"the index finds, and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
+    "(every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A "
+    "query that matches more should be narrowed, or asked of one session.",
+    responses={
+        **problem_responses(422),
+        403: {
+            **problem_responses(403)[403],
+            "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
+            "on a server without an embedder",
+        },
+    },
 )
 async def search_all(
     q: Q,
@@ -137,12 +139,17 @@ async def search_all(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
-    mode: Annotated[
-        Literal["fulltext"],
-        Query(description="Only `fulltext` across sessions for now"),
-    ] = "fulltext",
+    mode: ModeQuery = "hybrid",
+    min_score: MinScore = DEFAULT_MIN_SCORE,
 ) -> Response:
-    hits, next_cursor = await service.search_all(
-        rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+    page = await service.search_all_modes(
+        rt,
+        actor,
+        q=q,
+        scope=scope,
+        limit=limit,
+        cursor=cursor,
+        mode=mode,
+        min_score=min_score,
     )
-    return json_response(_encode(hits, next_cursor))
+    return json_response(_encode_page(page))
