@@ -62,13 +62,42 @@ def nearest_packed(
     stored vector ranks the same."""
     if not keys or limit <= 0:
         return []
+    return nearest_matrix(query, keys, matrix_of(blobs, dims), limit=limit)
+
+
+def nearest_matrix(
+    query: Sequence[float],
+    keys: Sequence[K],
+    matrix: npt.NDArray[np.float32],
+    *,
+    limit: int,
+    mask: npt.NDArray[np.bool_] | None = None,
+    unit: bool = False,
+) -> list[tuple[K, float]]:
+    """``nearest_packed`` over an already stacked ``(len(keys), dims)`` matrix; with ``mask``,
+    only the rows where it is True are candidates; ``unit``: the rows are unit length already
+    (their norms are not computed again)."""
+    if not keys or limit <= 0:
+        return []
     q = np.asarray(query, dtype=np.float32)
+    dims = matrix.shape[1]
     if q.shape[0] != dims:
         raise ValueError(f"vectors of {dims} and {q.shape[0]} dimensions")
-    matrix = matrix_of(blobs, dims)
-    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
-    sims = np.clip((matrix @ q) / np.maximum(norms, 1e-12), -1.0, 1.0)
-    n = len(keys)
+    q_norm = max(float(np.linalg.norm(q)), 1e-12)
+    # einsum, not ``matrix @ q``: a matrix-vector product goes to BLAS, whose worker threads
+    # (one per core) made it 20-30x slower on a busy machine (bench/RESULTS.md, Session 15);
+    # einsum's own loop is single-threaded and as fast as BLAS on an idle one.
+    dots = np.einsum("ij,j->i", matrix, q)
+    if unit:
+        sims = np.clip(dots / q_norm, -1.0, 1.0)
+    else:
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix)) * q_norm
+        sims = np.clip(dots / np.maximum(norms, 1e-12), -1.0, 1.0)
+    if mask is not None:
+        sims = np.where(mask, sims, -np.inf)
+        n = int(mask.sum())
+    else:
+        n = len(keys)
     if limit < n:
         # The top ``limit`` by a partial sort, then ordered (ties: later position first).
         top = np.argpartition(-sims, limit - 1)[:limit]
@@ -76,6 +105,6 @@ def nearest_packed(
         cut = sims[top].min()
         top = np.flatnonzero(sims >= cut)
     else:
-        top = np.arange(n)
+        top = np.flatnonzero(sims > -np.inf)
     order = top[np.lexsort((-top, -sims[top]))][:limit]
     return [(keys[int(i)], float(sims[i])) for i in order]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from app.domain.sessions import SessionState
 from app.embeddings import Embedder, build_embedder
+from app.embeddings.cache import SessionVectorCache
 from app.services.runtime import Actor, Runtime, utcnow
 from app.store.vectors import IndexCounts, PendingItem, VectorRepository
 
@@ -108,6 +109,7 @@ def start_indexer(rt: Runtime) -> Indexer | None:
     if embedder is None:
         return None
     rt.embedder = embedder
+    rt.vector_cache = SessionVectorCache(max_bytes=rt.settings.embeddings.cache_mb * 1024 * 1024)
     indexer = Indexer(rt=rt, embedder=embedder, wake=asyncio.Event())
     rt.append_hooks.append(indexer.after_append)
     indexer.task = asyncio.create_task(_run(indexer), name="semantic-indexer")
@@ -125,6 +127,7 @@ async def stop_indexer(indexer: Indexer | None) -> None:
             await indexer.task
     await indexer.embedder.aclose()
     indexer.rt.embedder = None
+    indexer.rt.vector_cache = None
 
 
 async def index_counts(rt: Runtime, tenant_id: str, session_id: str) -> IndexCounts | None:

@@ -18,13 +18,24 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
-from app.embeddings.vectors import nearest_packed
+from app.embeddings.cache import SessionVectors
+from app.embeddings.vectors import matrix_of, nearest_matrix, nearest_packed
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
 from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_key
-from app.store.vectors import PackedVectors, session_packed, tenant_packed
+from app.store.vectors import (
+    live_seqs,
+    session_packed,
+    session_packed_after,
+    tenant_packed,
+    vector_stamp,
+)
 
 Scope = Literal["memory", "history"]
 Mode = Literal["fulltext", "semantic", "hybrid"]
@@ -179,6 +190,7 @@ async def search_session_modes(
     # size says which stored vectors it can be compared with.
     [query_vector] = await embedder.embed([text])
     history = scope == "history"
+    dims = len(query_vector)
     async with rt.store.read() as db:
         ft_hits = (
             await SearchRepository(db).search(
@@ -191,26 +203,66 @@ async def search_session_modes(
             if mode == "hybrid"
             else []
         )
-        packed = await session_packed(
-            db,
-            actor.tenant_id,
-            session_id,
-            embedder.model,
-            dims=len(query_vector),
-            include_archived=history,
-        )
+        vectors = await _session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
+        live = None if history else await live_seqs(db, actor.tenant_id, session_id)
+    mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
+    keys = [(session_id, int(seq)) for seq in vectors.seqs]
+    semantic = nearest_matrix(
+        query_vector, keys, vectors.matrix, limit=SEMANTIC_CANDIDATES, mask=mask, unit=True
+    )
     return await _fused_page(
         rt,
         actor,
         text=text,
         mode=mode,
         ft_hits=ft_hits,
-        packed=packed,
-        query_vector=query_vector,
+        semantic=semantic,
         min_score=min_score,
         limit=limit,
         after=after,
     )
+
+
+def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no BLAS threads
+    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+async def _session_vectors(
+    rt: Runtime, db: AsyncConnection, tenant_id: str, session_id: str, model: str, dims: int
+) -> SessionVectors:
+    """Every vector of ``model`` in the session (archived items' too), stacked, unit rows:
+    from the process's cache while the session's set of vectors is unchanged, topped up when
+    only newer items were embedded since (app.embeddings.cache)."""
+    cache = rt.vector_cache
+    key = (tenant_id, session_id, model, dims)
+    stamp = await vector_stamp(db, tenant_id, session_id, model)
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None and cached.stamp == stamp:
+        return cached
+    entry: SessionVectors | None = None
+    if cached is not None and stamp[0] > cached.stamp[0]:
+        last = int(cached.seqs[-1]) if len(cached.seqs) else 0
+        new = await session_packed_after(
+            db, tenant_id, session_id, model, dims=dims, after_seq=last
+        )
+        seqs = np.concatenate([cached.seqs, np.fromiter((q for _, q in new.keys), dtype=np.int64)])
+        if (len(seqs), int(seqs.sum())) == stamp:
+            matrix = np.vstack([cached.matrix, _unit_rows(matrix_of(new.blobs, dims))])
+            entry = SessionVectors(stamp=stamp, seqs=seqs, matrix=matrix)
+    if entry is None:
+        packed = await session_packed(
+            db, tenant_id, session_id, model, dims=dims, include_archived=True
+        )
+        seqs = np.fromiter((q for _, q in packed.keys), dtype=np.int64, count=len(packed.keys))
+        entry = SessionVectors(
+            stamp=(len(seqs), int(seqs.sum())),
+            seqs=seqs,
+            matrix=_unit_rows(matrix_of(packed.blobs, dims)),
+        )
+    if cache is not None:
+        cache.put(key, entry)
+    return entry
 
 
 async def _fused_page(
@@ -220,17 +272,13 @@ async def _fused_page(
     text: str,
     mode: Mode,
     ft_hits: list[SearchHit],
-    packed: PackedVectors,
-    query_vector: list[float],
+    semantic: list[tuple[tuple[str, int], float]],
     min_score: float,
     limit: int,
     after: SearchKey | None,
 ) -> SearchPage:
-    """Rank ``packed`` by meaning, fuse with ``ft_hits`` and cut the page after ``after``
-    (the same inputs give the same order, so a cursor names a place in it)."""
-    semantic = nearest_packed(
-        query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
-    )
+    """Fuse the ranking by meaning with ``ft_hits`` and cut the page after ``after`` (the same
+    inputs give the same order, so a cursor names a place in it)."""
     fused: list[FusedHit[tuple[str, int]]] = fuse(
         [((h.session_id, h.item.seq), h.score) for h in ft_hits],
         semantic,
@@ -316,14 +364,16 @@ async def search_all_modes(
             live_at=now,
             candidates=TENANT_VECTOR_CANDIDATES,
         )
+    semantic = nearest_packed(
+        query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
+    )
     return await _fused_page(
         rt,
         actor,
         text=text,
         mode=mode,
         ft_hits=ft_hits,
-        packed=packed,
-        query_vector=query_vector,
+        semantic=semantic,
         min_score=min_score,
         limit=limit,
         after=after,

@@ -262,3 +262,50 @@ async def tenant_packed(
         .limit(candidates)
     )
     return await _packed(db, stmt, dims)
+
+
+async def vector_stamp(
+    db: AsyncConnection, tenant_id: str, session_id: str, model: str
+) -> tuple[int, int]:
+    """The count of the session's vectors of ``model`` and the sum of their seqs: unchanged
+    exactly while the set is (app.embeddings.cache); read from the primary key alone."""
+    row = (
+        await db.execute(
+            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(v.c.seq), 0)).where(
+                v.c.tenant_id == tenant_id,
+                v.c.session_id == session_id,
+                v.c.model == model,
+            )
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
+async def live_seqs(db: AsyncConnection, tenant_id: str, session_id: str) -> list[int]:
+    """The seqs of the session's working-memory (not archived) items, ascending. One
+    aggregated value rather than a row per seq (a session may hold tens of thousands)."""
+    where = (t.c.tenant_id == tenant_id, t.c.session_id == session_id, sa.not_(t.c.archived))
+    if db.dialect.name == "postgresql":
+        value = (await db.execute(sa.select(sa.func.array_agg(t.c.seq)).where(*where))).scalar()
+        return sorted(int(x) for x in value or ())
+    text = (await db.execute(sa.select(sa.func.group_concat(t.c.seq, ",")).where(*where))).scalar()
+    return sorted(int(x) for x in text.split(",")) if text else []
+
+
+async def session_packed_after(
+    db: AsyncConnection, tenant_id: str, session_id: str, model: str, *, dims: int, after_seq: int
+) -> PackedVectors:
+    """The session's vectors of ``model`` with a seq above ``after_seq`` (archived or not),
+    packed: what a cached set of vectors lacks once the indexer has embedded newer items."""
+    stmt = (
+        sa.select(v.c.session_id, v.c.seq, v.c.vector)
+        .where(
+            v.c.tenant_id == tenant_id,
+            v.c.session_id == session_id,
+            v.c.model == model,
+            v.c.dims == dims,
+            v.c.seq > after_seq,
+        )
+        .order_by(v.c.seq)
+    )
+    return await _packed(db, stmt, dims)

@@ -371,3 +371,41 @@ async def test_tenant_wide_semantic_and_hybrid_search(
         # The other tenant sees only its own.
         r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=stranger)
         assert [h["session_id"] for h in r.json()["items"]] == ["theirs"]
+
+
+async def test_cached_vectors_follow_the_session(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """The process keeps a searched session's vectors (app.embeddings.cache): a later search
+    still sees vectors added since, items archived since, and items erased since."""
+    client, rt = indexed
+    assert rt.vector_cache is not None
+    sid = f"cache-{uuid.uuid4().hex[:8]}"
+    base = f"/v1/sessions/{sid}/search"
+    params = {"q": "walrus migration", "mode": "semantic", "min_score": 0.3}
+    await append(client, sid, ["the walrus migration starts in spring", "unrelated words here"])
+    await wait_indexed(client, sid, count=2)
+    assert [h["seq"] for h in (await client.get(base, params=params)).json()["items"]] == [1]
+    assert len(rt.vector_cache) >= 1
+
+    # Newer vectors are added to the cached ones.
+    await append(client, sid, ["walrus migration delayed by ice", "more filler"])
+    await wait_indexed(client, sid, count=4)
+    hits = (await client.get(base, params=params)).json()["items"]
+    assert sorted(h["seq"] for h in hits) == [1, 3]
+
+    # An archived item leaves the working memory's search, stays in history's.
+    for _ in range(2):  # the newest two: seqs 4 and 3
+        r = await client.post(f"/v1/sessions/{sid}/items/pop")
+        assert r.status_code == 200, r.text
+    hits = (await client.get(base, params=params)).json()["items"]
+    assert [h["seq"] for h in hits] == [1]
+    hits = (await client.get(base, params=params | {"scope": "history"})).json()["items"]
+    assert sorted(h["seq"] for h in hits) == [1, 3]
+
+    # A session deleted and made again under the same id: none of the old vectors.
+    assert (await client.delete(f"/v1/sessions/{sid}")).status_code in (200, 204)
+    await append(client, sid, ["nothing about animals", "walrus"])
+    await wait_indexed(client, sid, count=2)
+    hits = (await client.get(base, params=params | {"scope": "history"})).json()["items"]
+    assert [h["item"]["content"] for h in hits] == ["walrus"]
