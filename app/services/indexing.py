@@ -17,6 +17,15 @@ other write; one process owns an SQLite file, and the store skips an item indexe
 
 A failed batch (the endpoint down, the model missing) is logged and retried after a back-off;
 the indexer never raises into the server.
+
+Metrics (app/metrics.py): ``vectors_indexed`` after each stored batch, with each item's lag
+from its append; ``index_pending`` 0 whenever nothing is left to claim, else counted at most
+every ``PENDING_COUNT_SECONDS`` while a backlog lasts.
+
+A model change (another ``EMBEDDINGS__MODEL``, or another builtin model) leaves every item
+without a vector of the new model: the indexer re-embeds them all in the background, oldest
+first, while searches by meaning see only the items already embedded by the new model
+(vectors of the old one stay in the table, never read, until their items are erased).
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from dataclasses import dataclass
 
 from app.domain.sessions import SessionState
@@ -36,6 +47,8 @@ log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 5.0  # another replica's appends wake no hook here: look now and then
 MAX_BACKOFF_SECONDS = 60.0
+# While a backlog lasts, the pending gauge is counted (a scan of every item) this often.
+PENDING_COUNT_SECONDS = 15.0
 
 
 @dataclass
@@ -53,6 +66,15 @@ async def _embed(embedder: Embedder, pending: list[PendingItem]) -> list[list[fl
     return await embedder.embed([p.text for p in pending])
 
 
+def _report(rt: Runtime, pending: list[PendingItem], written: int) -> int:
+    """Tell the metrics (``vectors_indexed``: each item's lag from append to vector)."""
+    if written:
+        now = utcnow()
+        lags = [max(0.0, (now - p.created_at).total_seconds()) for p in pending if p.created_at]
+        rt.notify("vectors_indexed", lags[:written])
+    return written
+
+
 async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
     """Embed and store at most ``limit`` pending items; returns how many vectors were
     written (0: nothing pending)."""
@@ -64,16 +86,25 @@ async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
             if not pending:
                 return 0
             vectors = await _embed(embedder, pending)
-            return await repo.store(model, list(zip(pending, vectors, strict=True)), now=utcnow())
+            written = await repo.store(
+                model, list(zip(pending, vectors, strict=True)), now=utcnow()
+            )
+        return _report(rt, pending, written)
     async with rt.store.read() as db:
         pending = await VectorRepository(db).claim_pending(model, limit=limit)
     if not pending:
         return 0
     vectors = await _embed(embedder, pending)
     async with rt.store.write() as db:
-        return await VectorRepository(db).store(
+        written = await VectorRepository(db).store(
             model, list(zip(pending, vectors, strict=True)), now=utcnow()
         )
+    return _report(rt, pending, written)
+
+
+async def _count_pending(rt: Runtime, model: str) -> None:
+    async with rt.store.read() as db:
+        rt.notify("index_pending", await VectorRepository(db).pending_count(model))
 
 
 async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
@@ -87,11 +118,17 @@ async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
 async def _run(indexer: Indexer) -> None:
     rt, batch = indexer.rt, indexer.rt.settings.embeddings.batch_size
     backoff = 1.0
+    counted_at = -math.inf
     while True:
         indexer.wake.clear()
         try:
             written = await index_batch(rt, indexer.embedder, limit=batch)
             backoff = 1.0
+            if not written:
+                rt.notify("index_pending", 0)  # nothing to claim (others' claims aside)
+            elif time.monotonic() - counted_at >= PENDING_COUNT_SECONDS:
+                counted_at = time.monotonic()
+                await _count_pending(rt, indexer.embedder.model)
         except Exception:  # the endpoint or the model failed: retried after a back-off
             log.exception("semantic indexing failed; retrying in %.0f s", backoff)
             await asyncio.sleep(backoff)

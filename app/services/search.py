@@ -12,6 +12,7 @@ session's search ranks all of that session's matches."""
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import struct
@@ -24,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
+from app.embeddings import Embedder, EmbeddingError
 from app.embeddings.cache import SessionVectors
 from app.embeddings.vectors import matrix_of, nearest_matrix, nearest_packed
 from app.services.access import load_session
@@ -36,6 +38,8 @@ from app.store.vectors import (
     tenant_packed,
     vector_stamp,
 )
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["memory", "history"]
 Mode = Literal["fulltext", "semantic", "hybrid"]
@@ -150,6 +154,20 @@ class SearchPage:
     mode: Mode  # the mode answered (hybrid answers as fulltext when semantic search is off)
 
 
+async def _embed_query(embedder: Embedder, text: str, *, mode: Mode) -> list[float] | None:
+    """The query's vector. When the embedder fails, ``semantic`` fails with it (502
+    ``upstream-failed``) and ``hybrid`` gets None: it answers as ``fulltext``, so the default
+    search keeps working while an embeddings endpoint is down."""
+    try:
+        [vector] = await embedder.embed([text])
+    except EmbeddingError:
+        if mode == "semantic":
+            raise
+        log.warning("the query could not be embedded; hybrid search answers as full text")
+        return None
+    return vector
+
+
 def _semantic_off() -> SemanticSearchOff:
     return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
 
@@ -188,7 +206,12 @@ async def search_session_modes(
         return SearchPage([], None, mode)
     # The query is embedded before the reads (no connection held while the model runs); its
     # size says which stored vectors it can be compared with.
-    [query_vector] = await embedder.embed([text])
+    query_vector = await _embed_query(embedder, text, mode=mode)
+    if query_vector is None:
+        hits, next_cursor = await search_session(
+            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
     history = scope == "history"
     dims = len(query_vector)
     async with rt.store.read() as db:
@@ -337,7 +360,12 @@ async def search_all_modes(
     after = decode_cursor(cursor) if cursor is not None else None
     if not text:
         return SearchPage([], None, mode)
-    [query_vector] = await embedder.embed([text])
+    query_vector = await _embed_query(embedder, text, mode=mode)
+    if query_vector is None:
+        hits, next_cursor = await search_all(
+            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
     history = scope == "history"
     now = utcnow()
     async with rt.store.read() as db:

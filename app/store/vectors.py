@@ -44,6 +44,7 @@ class PendingItem:
     session_id: str
     seq: int
     text: str
+    created_at: datetime | None = None  # when the item was appended (the indexer's lag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ class VectorRepository:
         """At most ``limit`` items with a search text and no vector of ``model``, oldest first
         (rows another transaction has claimed are skipped on Postgres)."""
         stmt = (
-            sa.select(t.c.tenant_id, t.c.session_id, t.c.seq, t.c.search_text)
+            sa.select(t.c.tenant_id, t.c.session_id, t.c.seq, t.c.search_text, t.c.created_at)
             .where(t.c.search_text.is_not(None), t.c.search_text != "", _missing(model))
             .order_by(t.c.created_at, t.c.tenant_id, t.c.session_id, t.c.seq)
             .limit(limit)
@@ -78,7 +79,15 @@ class VectorRepository:
         if self.db.dialect.name == "postgresql":
             stmt = stmt.with_for_update(skip_locked=True, of=t)
         rows = (await self.db.execute(stmt)).all()
-        return [PendingItem(r[0], r[1], int(r[2]), r[3]) for r in rows]
+        return [PendingItem(r[0], r[1], int(r[2]), r[3], r[4]) for r in rows]
+
+    async def pending_count(self, model: str) -> int:
+        """Items (all tenants) with a search text and no vector of ``model``: a scan of every
+        item, so the indexer counts at most now and then."""
+        stmt = sa.select(sa.func.count()).where(
+            t.c.search_text.is_not(None), t.c.search_text != "", _missing(model)
+        )
+        return int((await self.db.execute(stmt)).scalar_one())
 
     async def store(
         self,

@@ -409,3 +409,130 @@ async def test_cached_vectors_follow_the_session(
     await wait_indexed(client, sid, count=2)
     hits = (await client.get(base, params=params | {"scope": "history"})).json()["items"]
     assert [h["item"]["content"] for h in hits] == ["walrus"]
+
+
+async def test_indexer_metrics(indexed: tuple[httpx.AsyncClient, Runtime]) -> None:
+    """Items indexed (a counter: rate() is per second), their lag from append to vector (a
+    histogram) and the pending gauge, on /metrics."""
+    from tests.api.test_metrics import scrape, value
+
+    client, _ = indexed
+    before = await scrape(client)
+    sid = f"met-{uuid.uuid4().hex[:8]}"
+    await append(client, sid, ["one line", "two lines", "three lines"])
+    await wait_indexed(client, sid, count=3)
+    deadline = time.monotonic() + 10
+    while True:
+        after = await scrape(client)
+        if value(after, "session_memory_index_pending") == 0:
+            break
+        assert time.monotonic() < deadline, "pending never went back to 0"
+        await asyncio.sleep(0.05)
+    indexed_now = value(after, "session_memory_vectors_indexed_total")
+    assert indexed_now - value(before, "session_memory_vectors_indexed_total") >= 3
+    lags = value(after, "session_memory_index_lag_seconds_count") - value(
+        before, "session_memory_index_lag_seconds_count"
+    )
+    assert lags >= 3
+    # Every lag of these items was under a minute (the histogram's +Inf minus its 60 s bucket).
+    slow = value(after, "session_memory_index_lag_seconds_bucket", le="+Inf") - value(
+        after, "session_memory_index_lag_seconds_bucket", le="60.0"
+    )
+    slow_before = value(before, "session_memory_index_lag_seconds_bucket", le="+Inf") - value(
+        before, "session_memory_index_lag_seconds_bucket", le="60.0"
+    )
+    assert slow == slow_before
+
+
+async def test_a_model_change_reindexes_and_never_mixes_models(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> None:
+    """The same database served with another model: every item is embedded again in the
+    background, and until it is, search by meaning sees only what the new model embedded."""
+    fake_llm.reset()
+    sid = f"model-{uuid.uuid4().hex[:8]}"
+
+    def settings(model: str, dims: int) -> Settings:
+        return Settings(
+            **own_database,  # type: ignore[arg-type]
+            auth={"mode": "off"},
+            embeddings={
+                "provider": "openai",
+                "base_url": fake_llm.base_url,
+                "model": model,
+                "batch_size": 4,
+                "dimensions": dims,
+                "retries": 0,
+            },
+        )
+
+    old, new = f"old-{uuid.uuid4().hex[:6]}", f"new-{uuid.uuid4().hex[:6]}"
+    params = {"q": "glacier survey results", "mode": "semantic", "min_score": 0.3}
+    async for client, _ in _client(settings(old, 256)):
+        await append(client, sid, ["the glacier survey results are in", "lunch menu"])
+        await wait_indexed(client, sid, count=2)
+        hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+        assert [h["seq"] for h in hits] == [1]
+
+    # The new model answers with vectors of another size; the endpoint is down at first, so
+    # nothing of the new model exists yet.
+    fake_llm.configure("error", status=503)
+    async for client, rt in _client(settings(new, 128)):
+        state = await index_state(client, sid)
+        assert state == {"model": new, "indexed": 0, "pending": 2}  # the old vectors don't count
+        # With the embedder down, the default (hybrid) answers as full text; semantic is a 502.
+        r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "glacier"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        assert [h["seq"] for h in r.json()["items"]] == [1]
+        r = await client.get("/v1/search", params={"q": "glacier"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        r = await client.get(f"/v1/sessions/{sid}/search", params=params)
+        assert r.status_code == 502 and r.json()["type"].endswith("upstream-failed")
+        fake_llm.reset()
+        assert rt.embedder is not None
+        await wait_indexed(client, sid, count=2)
+        hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+        assert [h["seq"] for h in hits] == [1]
+        async with rt.store.read() as db:
+            rows = (
+                await db.execute(
+                    sa.text(
+                        "SELECT model, dims, count(*) FROM item_vectors WHERE session_id = :s "
+                        "GROUP BY model, dims ORDER BY model"
+                    ),
+                    {"s": sid},
+                )
+            ).all()
+        assert [tuple(r) for r in rows] == [(new, 128, 2), (old, 256, 2)]
+
+
+async def test_forked_and_restored_sessions_are_indexed_again(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """Vectors are not in snapshots: a fork's and a restore's items get their own."""
+    client, _ = indexed
+    sid = f"fork-{uuid.uuid4().hex[:8]}"
+    params = {"q": "penguin colony count", "mode": "semantic", "min_score": 0.3}
+    await append(client, sid, ["the penguin colony count doubled", "weather is fine"])
+    await wait_indexed(client, sid, count=2)
+    snap = (await client.post(f"/v1/sessions/{sid}/snapshots", json={"label": "x"})).json()
+
+    fork = f"{sid}-fork"
+    r = await client.post(f"/v1/sessions/{sid}/fork", json={"new_session_id": fork})
+    assert r.status_code in (200, 201), r.text
+    await wait_indexed(client, fork, count=2)
+    hits = (await client.get(f"/v1/sessions/{fork}/search", params=params)).json()["items"]
+    assert [(h["session_id"], h["item"]["content"]) for h in hits] == [
+        (fork, "the penguin colony count doubled")
+    ]
+
+    await append(client, sid, ["something else entirely"])
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snap["id"]})
+    assert r.status_code == 200, r.text
+    restored = r.json()["session"]
+    state = await wait_indexed(client, sid, count=restored["last_seq"])
+    assert state["pending"] == 0
+    hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+    # The restored copy is found in working memory (the item from before is archived).
+    assert [h["item"]["content"] for h in hits] == ["the penguin colony count doubled"]
+    assert hits[0]["seq"] > 3

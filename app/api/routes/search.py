@@ -42,7 +42,8 @@ ModeQuery = Annotated[
         description="`fulltext`: the query's words; `semantic`: by meaning (the session's "
         "embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, "
         "ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` "
-        "(the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`"
+        "(the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the "
+        "embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502"
     ),
 ]
 MinScore = Annotated[
@@ -81,7 +82,7 @@ def _encode_page(page: service.SearchPage) -> Encoded:
     operation_id="searchSession",
     summary="Search one session's working memory or history (full text, by meaning, or both)",
     responses={
-        **problem_responses(404, 422),
+        **problem_responses(404, 422, 502),
         403: {
             **problem_responses(403)[403],
             "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
@@ -124,7 +125,7 @@ async def search_session(
     "(every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A "
     "query that matches more should be narrowed, or asked of one session.",
     responses={
-        **problem_responses(422),
+        **problem_responses(422, 502),
         403: {
             **problem_responses(403)[403],
             "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
