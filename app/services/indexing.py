@@ -41,6 +41,7 @@ from app.domain.sessions import SessionState
 from app.embeddings import Embedder, build_embedder
 from app.embeddings.cache import SessionVectorCache
 from app.services.runtime import Actor, Runtime, utcnow
+from app.store import pgvector
 from app.store.vectors import IndexCounts, PendingItem, VectorRepository
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,15 @@ async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
             written = await repo.store(
                 model, list(zip(pending, vectors, strict=True)), now=utcnow()
             )
+            if rt.pgvector:
+                await pgvector.set_embeddings(
+                    db,
+                    model,
+                    [
+                        (p.tenant_id, p.session_id, p.seq, vector)
+                        for p, vector in zip(pending, vectors, strict=True)
+                    ],
+                )
         return _report(rt, pending, written)
     async with rt.store.read() as db:
         pending = await VectorRepository(db).claim_pending(model, limit=limit)
@@ -115,14 +125,44 @@ async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
     return total
 
 
+async def detect_pgvector(rt: Runtime) -> bool:
+    """Whether the database has the pgvector column (migration 0011); sets ``rt.pgvector``."""
+    if rt.store.is_sqlite:
+        return False
+    async with rt.store.read() as db:
+        rt.pgvector = await pgvector.has_embedding_column(db)
+    return rt.pgvector
+
+
+async def _pgvector_upkeep(
+    rt: Runtime, embedder: Embedder, ensured: set[int], *, limit: int
+) -> int:
+    """The HNSW index of the current model (once its size is known) and the ``embedding`` of
+    rows stored before the extension came; returns how many rows were filled."""
+    dims = embedder.dimensions
+    if dims and dims not in ensured:
+        async with rt.store.autocommit() as db:
+            await pgvector.ensure_index(db, embedder.model, dims)
+        ensured.add(dims)
+    async with rt.store.write() as db:
+        return await pgvector.backfill(db, embedder.model, limit=limit)
+
+
 async def _run(indexer: Indexer) -> None:
     rt, batch = indexer.rt, indexer.rt.settings.embeddings.batch_size
     backoff = 1.0
     counted_at = -math.inf
+    ensured: set[int] = set()  # the sizes whose HNSW index exists (pgvector)
+    detected = False
     while True:
         indexer.wake.clear()
         try:
+            if not detected:
+                await detect_pgvector(rt)
+                detected = True
             written = await index_batch(rt, indexer.embedder, limit=batch)
+            if rt.pgvector:
+                written += await _pgvector_upkeep(rt, indexer.embedder, ensured, limit=batch)
             backoff = 1.0
             if not written:
                 rt.notify("index_pending", 0)  # nothing to claim (others' claims aside)

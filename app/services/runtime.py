@@ -106,6 +106,9 @@ class Runtime:
     embedder: Embedder | None = None
     # Searched sessions' stacked vectors (app.embeddings.cache), set with the embedder.
     vector_cache: SessionVectorCache | None = None
+    # Postgres with pgvector (migration 0011 added item_vectors.embedding): detected by the
+    # indexer at start; tenant-wide searches by meaning then use the HNSW index.
+    pgvector: bool = False
     # Called once an append committed, with the new session row; registered at start-up by
     # background jobs (automatic compaction), so this module imports none of them.
     append_hooks: list[Callable[[Runtime, Actor, str, SessionState], object]] = field(

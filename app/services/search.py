@@ -30,6 +30,7 @@ from app.embeddings.cache import SessionVectors
 from app.embeddings.vectors import matrix_of, nearest_matrix, nearest_packed
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
+from app.store import pgvector
 from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_key
 from app.store.vectors import (
     live_seqs,
@@ -382,19 +383,33 @@ async def search_all_modes(
             if mode == "hybrid"
             else []
         )
-        packed = await tenant_packed(
-            db,
-            actor.tenant_id,
-            embedder.model,
-            dims=len(query_vector),
-            session_prefix=actor.session_prefix,
-            include_archived=history,
-            live_at=now,
-            candidates=TENANT_VECTOR_CANDIDATES,
+    if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
+        async with rt.store.read(snapshot=True) as db:
+            semantic = await pgvector.tenant_nearest(
+                db,
+                actor.tenant_id,
+                embedder.model,
+                query_vector,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                live_at=now,
+                limit=SEMANTIC_CANDIDATES,
+            )
+    else:
+        async with rt.store.read() as db:
+            packed = await tenant_packed(
+                db,
+                actor.tenant_id,
+                embedder.model,
+                dims=len(query_vector),
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                live_at=now,
+                candidates=TENANT_VECTOR_CANDIDATES,
+            )
+        semantic = nearest_packed(
+            query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
         )
-    semantic = nearest_packed(
-        query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
-    )
     return await _fused_page(
         rt,
         actor,
