@@ -76,8 +76,8 @@ def nearest_matrix(
 ) -> list[tuple[K, float]]:
     """``nearest_packed`` over an already stacked ``(len(keys), dims)`` matrix; with ``mask``,
     only the rows where it is True are candidates; ``unit``: the rows are unit length already
-    (their norms are not computed again)."""
-    if not keys or limit <= 0:
+    (their norms are not computed again). ``keys`` may be a numpy array."""
+    if len(keys) == 0 or limit <= 0:
         return []
     q = np.asarray(query, dtype=np.float32)
     dims = matrix.shape[1]

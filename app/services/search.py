@@ -230,10 +230,10 @@ async def search_session_modes(
         vectors = await _session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
         live = None if history else await live_seqs(db, actor.tenant_id, session_id)
     mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
-    keys = [(session_id, int(seq)) for seq in vectors.seqs]
-    semantic = nearest_matrix(
-        query_vector, keys, vectors.matrix, limit=SEMANTIC_CANDIDATES, mask=mask, unit=True
+    nearest_seqs = nearest_matrix(
+        query_vector, vectors.seqs, vectors.matrix, limit=SEMANTIC_CANDIDATES, mask=mask, unit=True
     )
+    semantic = [((session_id, int(seq)), sim) for seq, sim in nearest_seqs]
     return await _fused_page(
         rt,
         actor,
