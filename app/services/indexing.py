@@ -35,7 +35,7 @@ import contextlib
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.domain.sessions import SessionState
 from app.embeddings import Embedder, build_embedder
@@ -134,25 +134,37 @@ async def detect_pgvector(rt: Runtime) -> bool:
     return rt.pgvector
 
 
+@dataclass
+class _PgvectorUpkeep:
+    ensured: set[int] = field(default_factory=set)  # sizes whose HNSW index exists
+    backfilled: bool = False  # no row of the model lacked its embedding (since this start)
+
+
 async def _pgvector_upkeep(
-    rt: Runtime, embedder: Embedder, ensured: set[int], *, limit: int
+    rt: Runtime, embedder: Embedder, upkeep: _PgvectorUpkeep, *, limit: int
 ) -> int:
     """The HNSW index of the current model (once its size is known) and the ``embedding`` of
-    rows stored before the extension came; returns how many rows were filled."""
+    rows stored before the extension came (or by a replica without it), filled after each
+    start until none is left: a search for them scans the table, so it is not repeated once
+    done. Returns how many rows were filled."""
     dims = embedder.dimensions
-    if dims and dims not in ensured:
+    if dims and dims not in upkeep.ensured:
         async with rt.store.autocommit() as db:
             await pgvector.ensure_index(db, embedder.model, dims)
-        ensured.add(dims)
+        upkeep.ensured.add(dims)
+    if upkeep.backfilled:
+        return 0
     async with rt.store.write() as db:
-        return await pgvector.backfill(db, embedder.model, limit=limit)
+        filled = await pgvector.backfill(db, embedder.model, limit=limit)
+    upkeep.backfilled = filled == 0
+    return filled
 
 
 async def _run(indexer: Indexer) -> None:
     rt, batch = indexer.rt, indexer.rt.settings.embeddings.batch_size
     backoff = 1.0
     counted_at = -math.inf
-    ensured: set[int] = set()  # the sizes whose HNSW index exists (pgvector)
+    upkeep = _PgvectorUpkeep()
     detected = False
     while True:
         indexer.wake.clear()
@@ -162,7 +174,7 @@ async def _run(indexer: Indexer) -> None:
                 detected = True
             written = await index_batch(rt, indexer.embedder, limit=batch)
             if rt.pgvector:
-                written += await _pgvector_upkeep(rt, indexer.embedder, ensured, limit=batch)
+                written += await _pgvector_upkeep(rt, indexer.embedder, upkeep, limit=batch)
             backoff = 1.0
             if not written:
                 rt.notify("index_pending", 0)  # nothing to claim (others' claims aside)
