@@ -17,6 +17,10 @@ hook                        arguments                                   function
 ``compaction_finished``     ``seconds: float, failed: bool``            ``observe_compaction``
 ``retention_swept``         ``report: SweepReport`` (one sweep run)     ``observe_sweep``
 ``tenant_erased``           ``sessions: int, counts: ErasedCounts``     ``observe_tenant_erased``
+``vectors_indexed``         ``lags: list[float]`` (seconds from each     ``observe_indexed``
+                            item's append to its stored vector)
+``index_pending``           ``pending: int`` (items without a vector     ``observe_index_pending``
+                            of the current model, all tenants)
 ==========================  ==========================================  ======================
 
 Several worker processes (``serve --workers N``): when ``PROMETHEUS_MULTIPROC_DIR`` is set
@@ -35,6 +39,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -158,6 +163,22 @@ SESSIONS_EXPIRED = Counter(
     "Expired sessions the retention sweep erased",
 )
 
+INDEX_LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+VECTORS_INDEXED = Counter(
+    "session_memory_vectors_indexed",
+    "Item vectors the semantic indexer stored (rate(): items indexed per second)",
+)
+INDEX_LAG = Histogram(
+    "session_memory_index_lag_seconds",
+    "Seconds from an item's append to its vector being stored (how stale semantic search is)",
+    buckets=INDEX_LAG_BUCKETS,
+)
+INDEX_PENDING = Gauge(
+    "session_memory_index_pending",
+    "Items without a vector of the current model, all tenants (as last counted by the indexer)",
+    multiprocess_mode="max",
+)
+
 for _outcome in ("acquired", "timeout"):
     LOCK_WAIT.labels(outcome=_outcome)
 for _kind in ERASED_KINDS:
@@ -220,7 +241,19 @@ def observe_tenant_erased(sessions: int, counts: ErasedCounts) -> None:
     _observe_erased(counts)
 
 
+def observe_indexed(lags: list[float]) -> None:
+    VECTORS_INDEXED.inc(len(lags))
+    for lag in lags:
+        INDEX_LAG.observe(lag)
+
+
+def observe_index_pending(pending: int) -> None:
+    INDEX_PENDING.set(pending)
+
+
 HOOKS = {
+    "vectors_indexed": observe_indexed,
+    "index_pending": observe_index_pending,
     "items_appended": observe_append,
     "context_projected": observe_projection,
     "compaction_finished": observe_compaction,

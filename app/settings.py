@@ -157,6 +157,12 @@ class EmbeddingsSettings(BaseModel):
     max_chars: int = Field(
         2000, ge=16, description="characters of a text embedded, at most (the rest is cut)"
     )
+    cache_mb: int = Field(
+        256,
+        ge=0,
+        description="memory a process may keep of searched sessions' vectors, in MB "
+        "(0: read them on every search)",
+    )
 
 
 class ServeSettings(BaseModel):

@@ -1,6 +1,7 @@
 """Recall of full-text, semantic and hybrid search on a generated coding-agent session.
 
     .venv/bin/python bench/recall.py [--models builtin,wordllama] [--items 1200]
+    .venv/bin/python bench/recall.py --backends sqlite,postgres  # through the service
 
 The set (bench/recall_set.py, generated in code): a 1,200-item session with 52 planted facts,
 each asked back by a question sharing no content word with it, and 12 exact tokens (file
@@ -17,6 +18,10 @@ the paraphrase questions and the exact-token queries apart, recall@5 and top-1 o
 and the embedding time per text (the whole session, in batches, one thread unless
 ``--threads``), plus how many semantic-only hits clear ``min_score`` for a query that is not in
 the session at all (what a search answers to nonsense).
+
+With ``--backends``, the same set goes through the running service instead, per backend
+(bench/recall_service.py): appended over the API, indexed by the service's own indexer,
+searched with ``GET /v1/sessions/{id}/search`` in each mode.
 
 Candidates: ``builtin`` (the shipped model, app.embeddings.builtin) and ``wordllama`` (only if
 the ``wordllama`` package is importable; its weights ship in its wheel, loaded with
@@ -164,8 +169,14 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1200)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE)
+    parser.add_argument("--backends", default="", help="sqlite,postgres: through the service")
     args = parser.parse_args()
     rs = build(items=args.items)
+    if args.backends:
+        from recall_service import run_backends
+
+        run_backends(rs, args.backends.split(","), threads=args.threads)
+        return
     db = fulltext_index(rs.items)
     print(
         f"{len(rs.items)} items, {len(rs.facts)} paraphrase questions, "

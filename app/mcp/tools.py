@@ -41,6 +41,7 @@ from app.api.schemas import FormatName, ItemsAppend, SessionCreate
 from app.domain import errors as e
 from app.domain.ids import SESSION_ID_MAX, SESSION_ID_RULE, SESSION_PREFIX_MAX, is_valid_session_id
 from app.domain.items import MAX_SAFE_INTEGER
+from app.domain.recall import DEFAULT_MIN_SCORE
 from app.mcp.results import (
     Refused,
     caller,
@@ -440,20 +441,44 @@ def _search_and_compaction(server: MCPServer) -> None:
                 description="`next_cursor` of the previous page",
             ),
         ] = None,
+        mode: Annotated[
+            Literal["fulltext", "semantic", "hybrid"],
+            Field(
+                description="`hybrid`: both rankings fused, exact tokens (file names, error "
+                "codes, ids) first; `fulltext`: the query's words; `semantic`: by meaning"
+            ),
+        ] = "hybrid",
+        min_score: Annotated[
+            float,
+            Field(
+                ge=-1.0,
+                le=1.0,
+                description="lowest similarity of a hit found only by meaning",
+            ),
+        ] = DEFAULT_MIN_SCORE,
     ) -> CallToolResult:
-        """Full-text search, best first, in one session or across the tenant's sessions."""
+        """Search, best first, in one session or across the tenant's sessions: by meaning and
+        words fused (the default), words only, or meaning only; each hit has both scores."""
 
         async def run(rt: Runtime, actor: Actor) -> CallToolResult:
             if session_id is None:
-                hits, next_cursor = await search_service.search_all(
-                    rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
-                )
-            else:
-                hits, next_cursor = await search_service.search_session(
-                    rt, actor, _session_id(session_id), q=q, scope=scope, limit=limit,
-                    cursor=cursor,
+                page = await search_service.search_all_modes(
+                    rt, actor, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                    min_score=min_score,
                 )  # fmt: skip
-            return ok_value(search_body(hits, next_cursor))
+            else:
+                page = await search_service.search_session_modes(
+                    rt, actor, _session_id(session_id), q=q, scope=scope, limit=limit,
+                    cursor=cursor, mode=mode, min_score=min_score,
+                )  # fmt: skip
+            return ok_value(
+                search_body(
+                    [s.hit for s in page.hits],
+                    page.next_cursor,
+                    scores=[(s.fulltext, s.semantic) for s in page.hits],
+                    mode=page.mode,
+                )
+            )
 
         return await _call(ctx, "read", run)
 

@@ -17,6 +17,15 @@ other write; one process owns an SQLite file, and the store skips an item indexe
 
 A failed batch (the endpoint down, the model missing) is logged and retried after a back-off;
 the indexer never raises into the server.
+
+Metrics (app/metrics.py): ``vectors_indexed`` after each stored batch, with each item's lag
+from its append; ``index_pending`` 0 whenever nothing is left to claim, else counted at most
+every ``PENDING_COUNT_SECONDS`` while a backlog lasts.
+
+A model change (another ``EMBEDDINGS__MODEL``, or another builtin model) leaves every item
+without a vector of the new model: the indexer re-embeds them all in the background, oldest
+first, while searches by meaning see only the items already embedded by the new model
+(vectors of the old one stay in the table, never read, until their items are erased).
 """
 
 from __future__ import annotations
@@ -24,17 +33,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+import math
+import time
+from dataclasses import dataclass, field
 
 from app.domain.sessions import SessionState
 from app.embeddings import Embedder, build_embedder
+from app.embeddings.cache import SessionVectorCache
 from app.services.runtime import Actor, Runtime, utcnow
+from app.store import pgvector
 from app.store.vectors import IndexCounts, PendingItem, VectorRepository
 
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 5.0  # another replica's appends wake no hook here: look now and then
 MAX_BACKOFF_SECONDS = 60.0
+# While a backlog lasts, the pending gauge is counted (a scan of every item) this often.
+PENDING_COUNT_SECONDS = 15.0
 
 
 @dataclass
@@ -52,6 +67,15 @@ async def _embed(embedder: Embedder, pending: list[PendingItem]) -> list[list[fl
     return await embedder.embed([p.text for p in pending])
 
 
+def _report(rt: Runtime, pending: list[PendingItem], written: int) -> int:
+    """Tell the metrics (``vectors_indexed``: each item's lag from append to vector)."""
+    if written:
+        now = utcnow()
+        lags = [max(0.0, (now - p.created_at).total_seconds()) for p in pending if p.created_at]
+        rt.notify("vectors_indexed", lags[:written])
+    return written
+
+
 async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
     """Embed and store at most ``limit`` pending items; returns how many vectors were
     written (0: nothing pending)."""
@@ -63,16 +87,34 @@ async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
             if not pending:
                 return 0
             vectors = await _embed(embedder, pending)
-            return await repo.store(model, list(zip(pending, vectors, strict=True)), now=utcnow())
+            written = await repo.store(
+                model, list(zip(pending, vectors, strict=True)), now=utcnow()
+            )
+            if rt.pgvector:
+                await pgvector.set_embeddings(
+                    db,
+                    model,
+                    [
+                        (p.tenant_id, p.session_id, p.seq, vector)
+                        for p, vector in zip(pending, vectors, strict=True)
+                    ],
+                )
+        return _report(rt, pending, written)
     async with rt.store.read() as db:
         pending = await VectorRepository(db).claim_pending(model, limit=limit)
     if not pending:
         return 0
     vectors = await _embed(embedder, pending)
     async with rt.store.write() as db:
-        return await VectorRepository(db).store(
+        written = await VectorRepository(db).store(
             model, list(zip(pending, vectors, strict=True)), now=utcnow()
         )
+    return _report(rt, pending, written)
+
+
+async def _count_pending(rt: Runtime, model: str) -> None:
+    async with rt.store.read() as db:
+        rt.notify("index_pending", await VectorRepository(db).pending_count(model))
 
 
 async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
@@ -83,14 +125,62 @@ async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
     return total
 
 
+async def detect_pgvector(rt: Runtime) -> bool:
+    """Whether the database has the pgvector column (migration 0011); sets ``rt.pgvector``."""
+    if rt.store.is_sqlite:
+        return False
+    async with rt.store.read() as db:
+        rt.pgvector = await pgvector.has_embedding_column(db)
+    return rt.pgvector
+
+
+@dataclass
+class _PgvectorUpkeep:
+    ensured: set[int] = field(default_factory=set)  # sizes whose HNSW index exists
+    backfilled: bool = False  # no row of the model lacked its embedding (since this start)
+
+
+async def _pgvector_upkeep(
+    rt: Runtime, embedder: Embedder, upkeep: _PgvectorUpkeep, *, limit: int
+) -> int:
+    """The HNSW index of the current model (once its size is known) and the ``embedding`` of
+    rows stored before the extension came (or by a replica without it), filled after each
+    start until none is left: a search for them scans the table, so it is not repeated once
+    done. Returns how many rows were filled."""
+    dims = embedder.dimensions
+    if dims and dims not in upkeep.ensured:
+        async with rt.store.autocommit() as db:
+            await pgvector.ensure_index(db, embedder.model, dims)
+        upkeep.ensured.add(dims)
+    if upkeep.backfilled:
+        return 0
+    async with rt.store.write() as db:
+        filled = await pgvector.backfill(db, embedder.model, limit=limit)
+    upkeep.backfilled = filled == 0
+    return filled
+
+
 async def _run(indexer: Indexer) -> None:
     rt, batch = indexer.rt, indexer.rt.settings.embeddings.batch_size
     backoff = 1.0
+    counted_at = -math.inf
+    upkeep = _PgvectorUpkeep()
+    detected = False
     while True:
         indexer.wake.clear()
         try:
+            if not detected:
+                await detect_pgvector(rt)
+                detected = True
             written = await index_batch(rt, indexer.embedder, limit=batch)
+            if rt.pgvector:
+                written += await _pgvector_upkeep(rt, indexer.embedder, upkeep, limit=batch)
             backoff = 1.0
+            if not written:
+                rt.notify("index_pending", 0)  # nothing to claim (others' claims aside)
+            elif time.monotonic() - counted_at >= PENDING_COUNT_SECONDS:
+                counted_at = time.monotonic()
+                await _count_pending(rt, indexer.embedder.model)
         except Exception:  # the endpoint or the model failed: retried after a back-off
             log.exception("semantic indexing failed; retrying in %.0f s", backoff)
             await asyncio.sleep(backoff)
@@ -108,6 +198,7 @@ def start_indexer(rt: Runtime) -> Indexer | None:
     if embedder is None:
         return None
     rt.embedder = embedder
+    rt.vector_cache = SessionVectorCache(max_bytes=rt.settings.embeddings.cache_mb * 1024 * 1024)
     indexer = Indexer(rt=rt, embedder=embedder, wake=asyncio.Event())
     rt.append_hooks.append(indexer.after_append)
     indexer.task = asyncio.create_task(_run(indexer), name="semantic-indexer")
@@ -125,6 +216,7 @@ async def stop_indexer(indexer: Indexer | None) -> None:
             await indexer.task
     await indexer.embedder.aclose()
     indexer.rt.embedder = None
+    indexer.rt.vector_cache = None
 
 
 async def index_counts(rt: Runtime, tenant_id: str, session_id: str) -> IndexCounts | None:

@@ -41,6 +41,7 @@ from app.store.sessions import SessionRepository
 
 if TYPE_CHECKING:
     from app.embeddings import Embedder
+    from app.embeddings.cache import SessionVectorCache
     from app.llm import LLMClient
 
 R = TypeVar("R")
@@ -103,6 +104,11 @@ class Runtime:
     # Semantic search: the embedder (None: EMBEDDINGS__PROVIDER=none, or not started), set by
     # services.indexing at start-up.
     embedder: Embedder | None = None
+    # Searched sessions' stacked vectors (app.embeddings.cache), set with the embedder.
+    vector_cache: SessionVectorCache | None = None
+    # Postgres with pgvector (migration 0011 added item_vectors.embedding): detected by the
+    # indexer at start; tenant-wide searches by meaning then use the HNSW index.
+    pgvector: bool = False
     # Called once an append committed, with the new session row; registered at start-up by
     # background jobs (automatic compaction), so this module imports none of them.
     append_hooks: list[Callable[[Runtime, Actor, str, SessionState], object]] = field(

@@ -12,19 +12,35 @@ session's search ranks all of that session's matches."""
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import struct
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
-from app.embeddings.vectors import nearest
+from app.embeddings import Embedder, EmbeddingError
+from app.embeddings.cache import SessionVectors
+from app.embeddings.vectors import matrix_of, nearest_matrix, nearest_packed
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
-from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_seq
-from app.store.vectors import VectorRepository
+from app.store import pgvector
+from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_key
+from app.store.vectors import (
+    live_seqs,
+    session_packed,
+    session_packed_after,
+    tenant_packed,
+    vector_stamp,
+)
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["memory", "history"]
 Mode = Literal["fulltext", "semantic", "hybrid"]
@@ -52,6 +68,9 @@ def check_query(q: str) -> str:
 # A tenant-wide search ranks at most this many matching items (the first the index yields):
 # its cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
 TENANT_CANDIDATES = 1000
+# A tenant-wide semantic or hybrid search compares the query with at most this many vectors
+# (without an ANN index): about 15 MB of float32 at 384 dimensions, a bounded read.
+TENANT_VECTOR_CANDIDATES = 20_000
 # A cursor: the last hit's score (the hex of its IEEE 754 double), seq and session id (the hex
 # of its UTF-8). Every string of this pattern is a position to continue from, so the
 # published pattern is exactly what is accepted.
@@ -136,6 +155,20 @@ class SearchPage:
     mode: Mode  # the mode answered (hybrid answers as fulltext when semantic search is off)
 
 
+async def _embed_query(embedder: Embedder, text: str, *, mode: Mode) -> list[float] | None:
+    """The query's vector. When the embedder fails, ``semantic`` fails with it (502
+    ``upstream-failed``) and ``hybrid`` gets None: it answers as ``fulltext``, so the default
+    search keeps working while an embeddings endpoint is down."""
+    try:
+        [vector] = await embedder.embed([text])
+    except EmbeddingError:
+        if mode == "semantic":
+            raise
+        log.warning("the query could not be embedded; hybrid search answers as full text")
+        return None
+    return vector
+
+
 def _semantic_off() -> SemanticSearchOff:
     return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
 
@@ -170,9 +203,19 @@ async def search_session_modes(
     after = decode_cursor(cursor) if cursor is not None else None
     async with rt.store.read() as db:
         await load_session(db, actor, session_id)
-        if not text:
-            return SearchPage([], None, mode)
-        history = scope == "history"
+    if not text:
+        return SearchPage([], None, mode)
+    # The query is embedded before the reads (no connection held while the model runs); its
+    # size says which stored vectors it can be compared with.
+    query_vector = await _embed_query(embedder, text, mode=mode)
+    if query_vector is None:
+        hits, next_cursor = await search_session(
+            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+    history = scope == "history"
+    dims = len(query_vector)
+    async with rt.store.read() as db:
         ft_hits = (
             await SearchRepository(db).search(
                 actor.tenant_id,
@@ -184,37 +227,200 @@ async def search_session_modes(
             if mode == "hybrid"
             else []
         )
-        candidates = await VectorRepository(db).session_vectors(
-            actor.tenant_id, session_id, embedder.model, include_archived=history
+        vectors = await _session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
+        live = None if history else await live_seqs(db, actor.tenant_id, session_id)
+    mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
+    nearest_seqs = nearest_matrix(
+        query_vector, vectors.seqs, vectors.matrix, limit=SEMANTIC_CANDIDATES, mask=mask, unit=True
+    )
+    semantic = [((session_id, int(seq)), sim) for seq, sim in nearest_seqs]
+    return await _fused_page(
+        rt,
+        actor,
+        text=text,
+        mode=mode,
+        ft_hits=ft_hits,
+        semantic=semantic,
+        min_score=min_score,
+        limit=limit,
+        after=after,
+    )
+
+
+def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no BLAS threads
+    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+async def _session_vectors(
+    rt: Runtime, db: AsyncConnection, tenant_id: str, session_id: str, model: str, dims: int
+) -> SessionVectors:
+    """Every vector of ``model`` in the session (archived items' too), stacked, unit rows:
+    from the process's cache while the session's set of vectors is unchanged, topped up when
+    only newer items were embedded since (app.embeddings.cache)."""
+    cache = rt.vector_cache
+    key = (tenant_id, session_id, model, dims)
+    stamp = await vector_stamp(db, tenant_id, session_id, model)
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None and cached.stamp == stamp:
+        return cached
+    entry: SessionVectors | None = None
+    if cached is not None and stamp[0] > cached.stamp[0]:
+        last = int(cached.seqs[-1]) if len(cached.seqs) else 0
+        new = await session_packed_after(
+            db, tenant_id, session_id, model, dims=dims, after_seq=last
         )
-    [query_vector] = await embedder.embed([text])
-    semantic = nearest(query_vector, candidates, limit=SEMANTIC_CANDIDATES)
-    fused: list[FusedHit[int]] = fuse(
-        [(h.item.seq, h.score) for h in ft_hits],
+        seqs = np.concatenate([cached.seqs, np.fromiter((q for _, q in new.keys), dtype=np.int64)])
+        if (len(seqs), int(seqs.sum())) == stamp:
+            matrix = np.vstack([cached.matrix, _unit_rows(matrix_of(new.blobs, dims))])
+            entry = SessionVectors(stamp=stamp, seqs=seqs, matrix=matrix)
+    if entry is None:
+        packed = await session_packed(
+            db, tenant_id, session_id, model, dims=dims, include_archived=True
+        )
+        seqs = np.fromiter((q for _, q in packed.keys), dtype=np.int64, count=len(packed.keys))
+        entry = SessionVectors(
+            stamp=(len(seqs), int(seqs.sum())),
+            seqs=seqs,
+            matrix=_unit_rows(matrix_of(packed.blobs, dims)),
+        )
+    if cache is not None:
+        cache.put(key, entry)
+    return entry
+
+
+async def _fused_page(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    text: str,
+    mode: Mode,
+    ft_hits: list[SearchHit],
+    semantic: list[tuple[tuple[str, int], float]],
+    min_score: float,
+    limit: int,
+    after: SearchKey | None,
+) -> SearchPage:
+    """Fuse the ranking by meaning with ``ft_hits`` and cut the page after ``after`` (the same
+    inputs give the same order, so a cursor names a place in it)."""
+    fused: list[FusedHit[tuple[str, int]]] = fuse(
+        [((h.session_id, h.item.seq), h.score) for h in ft_hits],
         semantic,
         query=text,
         mode=mode,
         min_score=min_score,
     )
     start = 0
-    if after is not None:  # continue after the hit the cursor names (same inputs, same order)
+    if after is not None:  # continue after the hit the cursor names
+        named = (after.session_id, after.seq)
         start = next(
-            (i + 1 for i, f in enumerate(fused) if f.key == after.seq),
+            (i + 1 for i, f in enumerate(fused) if f.key == named),
             next((i for i, f in enumerate(fused) if f.score < after.score), len(fused)),
         )
     window = fused[start : start + limit + 1]
-    by_seq = {h.item.seq: h for h in ft_hits}
-    missing = [f.key for f in window if f.key not in by_seq]
+    by_key = {(h.session_id, h.item.seq): h for h in ft_hits}
+    missing = [f.key for f in window if f.key not in by_key]
     if missing:
         async with rt.store.read() as db:
-            by_seq.update(await hits_by_seq(db, actor.tenant_id, session_id, missing))
+            by_key.update(await hits_by_key(db, actor.tenant_id, missing))
     scored = [
-        ScoredHit(replace(by_seq[f.key], score=f.score), f.fulltext, f.semantic)
+        ScoredHit(replace(by_key[f.key], score=f.score), f.fulltext, f.semantic)
         for f in window
-        if f.key in by_seq  # an item erased between the two reads is left out
+        if f.key in by_key  # an item erased between the two reads is left out
     ]
     page, next_cursor = _page([s.hit for s in scored], limit=limit)
     return SearchPage(scored[: len(page)], next_cursor, mode)
+
+
+async def search_all_modes(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    q: str,
+    scope: Scope,
+    limit: int,
+    cursor: str | None = None,
+    mode: Mode = "fulltext",
+    min_score: float = DEFAULT_MIN_SCORE,
+) -> SearchPage:
+    """The tenant-wide search in ``mode``, over the sessions the caller may see. ``fulltext``
+    is ``search_all``. ``semantic`` and ``hybrid`` rank by meaning at most
+    ``TENANT_VECTOR_CANDIDATES`` vectors of the current model (every one when the tenant has
+    fewer: the scan is then exact) and fuse them as a session's search does with the full-text
+    ranking of at most ``TENANT_CANDIDATES`` matches. Semantic search off: as in
+    ``search_session_modes``."""
+    embedder = rt.embedder
+    if mode == "semantic" and embedder is None:
+        raise _semantic_off()
+    if mode == "fulltext" or embedder is None:
+        hits, next_cursor = await search_all(
+            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+    text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
+    if not text:
+        return SearchPage([], None, mode)
+    query_vector = await _embed_query(embedder, text, mode=mode)
+    if query_vector is None:
+        hits, next_cursor = await search_all(
+            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+        )
+        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+    history = scope == "history"
+    now = utcnow()
+    async with rt.store.read() as db:
+        ft_hits = (
+            await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES,
+                candidates=TENANT_CANDIDATES,
+                live_at=now,
+            )
+            if mode == "hybrid"
+            else []
+        )
+    if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
+        async with rt.store.read(snapshot=True) as db:
+            semantic = await pgvector.tenant_nearest(
+                db,
+                actor.tenant_id,
+                embedder.model,
+                query_vector,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                live_at=now,
+                limit=SEMANTIC_CANDIDATES,
+            )
+    else:
+        async with rt.store.read() as db:
+            packed = await tenant_packed(
+                db,
+                actor.tenant_id,
+                embedder.model,
+                dims=len(query_vector),
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                live_at=now,
+                candidates=TENANT_VECTOR_CANDIDATES,
+            )
+        semantic = nearest_packed(
+            query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
+        )
+    return await _fused_page(
+        rt,
+        actor,
+        text=text,
+        mode=mode,
+        ft_hits=ft_hits,
+        semantic=semantic,
+        min_score=min_score,
+        limit=limit,
+        after=after,
+    )
 
 
 async def search_all(

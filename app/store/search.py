@@ -239,3 +239,18 @@ async def hits_by_seq(
             snippet=None,
         )
     return out
+
+
+async def hits_by_key(
+    db: AsyncConnection, tenant_id: str, keys: list[tuple[str, int]]
+) -> dict[tuple[str, int], SearchHit]:
+    """The items of ``keys`` (``(session_id, seq)``, across sessions) as hits without a score
+    or snippet (the caller ranked them: a tenant-wide semantic or hybrid search)."""
+    out: dict[tuple[str, int], SearchHit] = {}
+    by_session: dict[str, list[int]] = {}
+    for session_id, seq in keys:
+        by_session.setdefault(session_id, []).append(seq)
+    for session_id, seqs in by_session.items():
+        for seq, hit in (await hits_by_seq(db, tenant_id, session_id, seqs)).items():
+            out[(session_id, seq)] = hit
+    return out

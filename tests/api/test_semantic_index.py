@@ -198,8 +198,12 @@ async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) 
     assert first["seq"] == 1 and first["scores"]["fulltext"] is not None
     assert first["scores"]["semantic"] is not None
 
-    # Full text stays the default, with the full-text score beside it.
+    # Hybrid is the default; full text stays available, its score beside it.
     r = await client.get(base, params={"q": "parser"})
+    body = r.json()
+    assert body["mode"] == "hybrid"
+    assert {h["seq"] for h in body["items"] if h["scores"]["fulltext"] is not None} == {1, 2, 5}
+    r = await client.get(base, params={"q": "parser", "mode": "fulltext"})
     body = r.json()
     assert body["mode"] == "fulltext" and len(body["items"]) == 3
     assert all(h["scores"] == {"fulltext": h["score"], "semantic": None} for h in body["items"])
@@ -224,7 +228,7 @@ async def test_session_search_modes(indexed: tuple[httpx.AsyncClient, Runtime]) 
 
     r = await client.get(base, params={"q": "x", "mode": "vibes"})
     assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
-    r = await client.get("/v1/search", params={"q": "parser", "mode": "hybrid"})
+    r = await client.get("/v1/search", params={"q": "x", "mode": "vibes"})
     assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem")
 
 
@@ -244,3 +248,291 @@ async def test_modes_with_semantic_search_off(backend: str, request: pytest.Fixt
         assert r.status_code == 403, r.text
         assert r.json()["type"].endswith("semantic-search-off")
         assert "semantic search is off" in r.json()["detail"]
+
+
+async def test_tenant_wide_semantic_and_hybrid_search(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> None:
+    """``GET /v1/search`` by meaning and hybrid: confined to the key's tenant and session
+    prefix like full text, both scores shown, pages covering the whole result."""
+    from app.services import keys as key_service
+
+    fake_llm.reset()
+    settings = Settings(
+        **own_database,  # type: ignore[arg-type]
+        auth={"mode": "on", "bootstrap_key": "bootstrap-key-for-tests-" + "x" * 24},
+        embeddings={
+            "provider": "openai",
+            "base_url": fake_llm.base_url,
+            "model": f"fake-{uuid.uuid4().hex[:6]}",
+            "batch_size": 8,
+            "dimensions": 256,
+            "retries": 0,
+        },
+    )
+    async for client, rt in _client(settings):
+        tenant, other_tenant = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
+
+        async def key(tenant_id: str, prefix: str | None) -> dict[str, str]:
+            created = await key_service.insert_key(
+                rt.store,
+                tenant_id=tenant_id,
+                command=key_service.KeyCreateCommand(
+                    name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
+                ),
+            )
+            return {"Authorization": f"Bearer {created.secret}"}
+
+        full, team, stranger = await key(tenant, None), await key(tenant, "team-a:"), await key(
+            other_tenant, None
+        )
+        texts = {
+            "team-a:one": ["the staging database password rotates weekly", "lunch at noon"],
+            "team-a:two": ["staging database migrations run nightly", "deploy E1042 failed"],
+            "team-b:one": ["the staging database password is long", "coffee beans"],
+        }
+        for sid, lines in texts.items():
+            r = await client.post(
+                f"/v1/sessions/{sid}/items",
+                params={"create": "true"},
+                headers=full,
+                json={"items": [{"type": "message", "role": "user", "content": t} for t in lines]},
+            )
+            assert r.status_code < 300, r.text
+        r = await client.post(
+            "/v1/sessions/theirs/items",
+            params={"create": "true"},
+            headers=stranger,
+            json={"items": [{"type": "message", "role": "user", "content": "staging database"}]},
+        )
+        assert r.status_code < 300, r.text
+        deadline = time.monotonic() + 20
+        for sid in texts:
+            while True:
+                state = (await client.get(f"/v1/sessions/{sid}", headers=full)).json()
+                if state["search_index"]["pending"] == 0:
+                    break
+                assert time.monotonic() < deadline, state
+                await asyncio.sleep(0.05)
+
+        q = {"q": "staging database password", "min_score": 0.3}
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=full)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["mode"] == "semantic"
+        found = [(h["session_id"], h["item"]["content"]) for h in body["items"]]
+        # Meaning across sessions of the tenant, best first; never the other tenant's item.
+        assert found[:2] == [
+            ("team-b:one", "the staging database password is long"),
+            ("team-a:one", "the staging database password rotates weekly"),
+        ] or found[:2] == [
+            ("team-a:one", "the staging database password rotates weekly"),
+            ("team-b:one", "the staging database password is long"),
+        ]
+        assert "theirs" not in {s for s, _ in found}
+        assert all(h["scores"]["fulltext"] is None for h in body["items"])
+        sims = [h["scores"]["semantic"] for h in body["items"]]
+        assert sims == sorted(sims, reverse=True) and min(sims) >= 0.3
+
+        # The key's session prefix confines it, as it does full text.
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=team)
+        assert r.status_code == 200, r.text
+        assert {h["session_id"] for h in r.json()["items"]} <= {"team-a:one", "team-a:two"}
+        assert r.json()["items"]
+
+        # Hybrid is the default; an exact token puts its full-text match first.
+        r = await client.get("/v1/search", params={"q": "E1042"}, headers=full)
+        body = r.json()
+        assert body["mode"] == "hybrid"
+        first = body["items"][0]
+        assert (first["session_id"], first["item"]["content"]) == ("team-a:two", "deploy E1042 failed")
+        assert first["scores"]["fulltext"] is not None and first["scores"]["semantic"] is not None
+
+        # Pages of a tenant-wide hybrid search cover the unpaged result exactly.
+        params = {"q": "the staging database", "min_score": -1}
+        whole = (await client.get("/v1/search", params=params | {"limit": 100}, headers=full)).json()
+        assert len(whole["items"]) == 6
+        seen: list[tuple[str, int]] = []
+        cursor = None
+        while True:
+            page = (
+                await client.get(
+                    "/v1/search",
+                    params=params | {"limit": 4} | ({"cursor": cursor} if cursor else {}),
+                    headers=full,
+                )
+            ).json()
+            seen += [(h["session_id"], h["seq"]) for h in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [(h["session_id"], h["seq"]) for h in whole["items"]]
+
+        # The other tenant sees only its own.
+        r = await client.get("/v1/search", params=q | {"mode": "semantic"}, headers=stranger)
+        assert [h["session_id"] for h in r.json()["items"]] == ["theirs"]
+
+
+async def test_cached_vectors_follow_the_session(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """The process keeps a searched session's vectors (app.embeddings.cache): a later search
+    still sees vectors added since, items archived since, and items erased since."""
+    client, rt = indexed
+    assert rt.vector_cache is not None
+    sid = f"cache-{uuid.uuid4().hex[:8]}"
+    base = f"/v1/sessions/{sid}/search"
+    params = {"q": "walrus migration", "mode": "semantic", "min_score": 0.3}
+    await append(client, sid, ["the walrus migration starts in spring", "unrelated words here"])
+    await wait_indexed(client, sid, count=2)
+    assert [h["seq"] for h in (await client.get(base, params=params)).json()["items"]] == [1]
+    assert len(rt.vector_cache) >= 1
+
+    # Newer vectors are added to the cached ones.
+    await append(client, sid, ["walrus migration delayed by ice", "more filler"])
+    await wait_indexed(client, sid, count=4)
+    hits = (await client.get(base, params=params)).json()["items"]
+    assert sorted(h["seq"] for h in hits) == [1, 3]
+
+    # An archived item leaves the working memory's search, stays in history's.
+    for _ in range(2):  # the newest two: seqs 4 and 3
+        r = await client.post(f"/v1/sessions/{sid}/items/pop")
+        assert r.status_code == 200, r.text
+    hits = (await client.get(base, params=params)).json()["items"]
+    assert [h["seq"] for h in hits] == [1]
+    hits = (await client.get(base, params=params | {"scope": "history"})).json()["items"]
+    assert sorted(h["seq"] for h in hits) == [1, 3]
+
+    # A session deleted and made again under the same id: none of the old vectors.
+    assert (await client.delete(f"/v1/sessions/{sid}")).status_code in (200, 204)
+    await append(client, sid, ["nothing about animals", "walrus"])
+    await wait_indexed(client, sid, count=2)
+    hits = (await client.get(base, params=params | {"scope": "history"})).json()["items"]
+    assert [h["item"]["content"] for h in hits] == ["walrus"]
+
+
+async def test_indexer_metrics(indexed: tuple[httpx.AsyncClient, Runtime]) -> None:
+    """Items indexed (a counter: rate() is per second), their lag from append to vector (a
+    histogram) and the pending gauge, on /metrics."""
+    from tests.api.test_metrics import scrape, value
+
+    client, _ = indexed
+    before = await scrape(client)
+    sid = f"met-{uuid.uuid4().hex[:8]}"
+    await append(client, sid, ["one line", "two lines", "three lines"])
+    await wait_indexed(client, sid, count=3)
+    deadline = time.monotonic() + 10
+    while True:
+        after = await scrape(client)
+        if value(after, "session_memory_index_pending") == 0:
+            break
+        assert time.monotonic() < deadline, "pending never went back to 0"
+        await asyncio.sleep(0.05)
+    indexed_now = value(after, "session_memory_vectors_indexed_total")
+    assert indexed_now - value(before, "session_memory_vectors_indexed_total") >= 3
+    lags = value(after, "session_memory_index_lag_seconds_count") - value(
+        before, "session_memory_index_lag_seconds_count"
+    )
+    assert lags >= 3
+    # Every lag of these items was under a minute (the histogram's +Inf minus its 60 s bucket).
+    slow = value(after, "session_memory_index_lag_seconds_bucket", le="+Inf") - value(
+        after, "session_memory_index_lag_seconds_bucket", le="60.0"
+    )
+    slow_before = value(before, "session_memory_index_lag_seconds_bucket", le="+Inf") - value(
+        before, "session_memory_index_lag_seconds_bucket", le="60.0"
+    )
+    assert slow == slow_before
+
+
+async def test_a_model_change_reindexes_and_never_mixes_models(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> None:
+    """The same database served with another model: every item is embedded again in the
+    background, and until it is, search by meaning sees only what the new model embedded."""
+    fake_llm.reset()
+    sid = f"model-{uuid.uuid4().hex[:8]}"
+
+    def settings(model: str, dims: int) -> Settings:
+        return Settings(
+            **own_database,  # type: ignore[arg-type]
+            auth={"mode": "off"},
+            embeddings={
+                "provider": "openai",
+                "base_url": fake_llm.base_url,
+                "model": model,
+                "batch_size": 4,
+                "dimensions": dims,
+                "retries": 0,
+            },
+        )
+
+    old, new = f"old-{uuid.uuid4().hex[:6]}", f"new-{uuid.uuid4().hex[:6]}"
+    params = {"q": "glacier survey results", "mode": "semantic", "min_score": 0.3}
+    async for client, _ in _client(settings(old, 256)):
+        await append(client, sid, ["the glacier survey results are in", "lunch menu"])
+        await wait_indexed(client, sid, count=2)
+        hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+        assert [h["seq"] for h in hits] == [1]
+
+    # The new model answers with vectors of another size; the endpoint is down at first, so
+    # nothing of the new model exists yet.
+    fake_llm.configure("error", status=503)
+    async for client, rt in _client(settings(new, 128)):
+        state = await index_state(client, sid)
+        assert state == {"model": new, "indexed": 0, "pending": 2}  # the old vectors don't count
+        # With the embedder down, the default (hybrid) answers as full text; semantic is a 502.
+        r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "glacier"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        assert [h["seq"] for h in r.json()["items"]] == [1]
+        r = await client.get("/v1/search", params={"q": "glacier"})
+        assert r.status_code == 200 and r.json()["mode"] == "fulltext"
+        r = await client.get(f"/v1/sessions/{sid}/search", params=params)
+        assert r.status_code == 502 and r.json()["type"].endswith("upstream-failed")
+        fake_llm.reset()
+        assert rt.embedder is not None
+        await wait_indexed(client, sid, count=2)
+        hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+        assert [h["seq"] for h in hits] == [1]
+        async with rt.store.read() as db:
+            rows = (
+                await db.execute(
+                    sa.text(
+                        "SELECT model, dims, count(*) FROM item_vectors WHERE session_id = :s "
+                        "GROUP BY model, dims ORDER BY model"
+                    ),
+                    {"s": sid},
+                )
+            ).all()
+        assert [tuple(r) for r in rows] == [(new, 128, 2), (old, 256, 2)]
+
+
+async def test_forked_and_restored_sessions_are_indexed_again(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """Vectors are not in snapshots: a fork's and a restore's items get their own."""
+    client, _ = indexed
+    sid = f"fork-{uuid.uuid4().hex[:8]}"
+    params = {"q": "penguin colony count", "mode": "semantic", "min_score": 0.3}
+    await append(client, sid, ["the penguin colony count doubled", "weather is fine"])
+    await wait_indexed(client, sid, count=2)
+    snap = (await client.post(f"/v1/sessions/{sid}/snapshots", json={"label": "x"})).json()
+
+    fork = f"{sid}-fork"
+    r = await client.post(f"/v1/sessions/{sid}/fork", json={"new_session_id": fork})
+    assert r.status_code in (200, 201), r.text
+    await wait_indexed(client, fork, count=2)
+    hits = (await client.get(f"/v1/sessions/{fork}/search", params=params)).json()["items"]
+    assert [(h["session_id"], h["item"]["content"]) for h in hits] == [
+        (fork, "the penguin colony count doubled")
+    ]
+
+    await append(client, sid, ["something else entirely"])
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snap["id"]})
+    assert r.status_code == 200, r.text
+    restored = r.json()["session"]
+    state = await wait_indexed(client, sid, count=restored["last_seq"])
+    assert state["pending"] == 0
+    hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
+    # The restored copy is found in working memory (the item from before is archived).
+    assert [h["item"]["content"] for h in hits] == ["the penguin colony count doubled"]
+    assert hits[0]["seq"] > 3

@@ -146,6 +146,11 @@ try {
   await page.goto(`${base}/ui/search?q=wires`);
   await page.waitForSelector("#search-results[data-count]");
   out.steps.tenantSearchSessions = await page.$$eval("#search-results .hits a", (els) => [...new Set(els.map((e) => e.textContent))]);
+  out.steps.searchModes = {
+    chosen: await page.inputValue("#search-mode"),
+    answered: await page.getAttribute("#search-results", "data-mode"),
+    scores: await page.locator("#search-results .hits .tokens").first().innerText(),
+  };
 
   mark("before 7");
   // 7. A read-only key gets no write actions.

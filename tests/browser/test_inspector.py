@@ -224,6 +224,11 @@ def test_the_inspector_shows_what_the_api_holds(
     assert compactions.json()["items"] == []
     assert {"created", "appended", "snapshot_created", "restored"} <= set(steps["eventTypes"])
     assert steps["sessionSearchHits"] >= 1 and steps["tenantSearchSessions"] == [SESSION]
+    # The mode switch starts on hybrid; this server has no embedder, so full text answered,
+    # and the hit shows both rankers' scores (meaning: none).
+    modes = steps["searchModes"]
+    assert modes["chosen"] == "hybrid" and modes["answered"] == "fulltext", modes
+    assert re.search(r"words \d", modes["scores"]) and "meaning –" in modes["scores"], modes
 
     # A read-only key sees everything and is offered no write.
     assert steps["readOnly"] == {

@@ -117,6 +117,13 @@ def test_every_operation_round_trips(sm: SessionMemoryClient, new_id: str) -> No
     assert hits and hits[0]["session_id"] == new_id
     everywhere = sm.search("tomorrow", scope="history")["items"]
     assert {h["session_id"] for h in everywhere} >= {new_id, fork_id}
+    # mode and min_score reach the server (it runs without an embedder: hybrid answers as
+    # full text, semantic is a 403 problem).
+    page = sm.search("tomorrow", session_id=new_id, mode="fulltext", min_score=0.5)
+    assert page["mode"] == "fulltext" and page["items"][0]["scores"]["semantic"] is None
+    with pytest.raises(ProblemError) as off:
+        sm.search("tomorrow", session_id=new_id, mode="semantic")
+    assert off.value.status == 403 and off.value.code == "semantic-search-off"
 
     popped = sm.pop_item(new_id)
     assert popped["item"]["content"] == "And tomorrow?"

@@ -170,6 +170,16 @@ async def test_compact_snapshot_restore_and_search(served: Served, sid: str) -> 
         )
         in_tenant = body(await mcp.call_tool("search", {"q": word, "scope": "history"}))
         in_memory = body(await mcp.call_tool("search", {"q": word, "session_id": sid}))
+        # `mode` as on REST: this server has no embedder, so hybrid answers as full text and
+        # semantic is refused with the REST problem.
+        as_fulltext = body(
+            await mcp.call_tool(
+                "search", {"q": word, "session_id": sid, "scope": "history", "mode": "fulltext"}
+            )
+        )
+        semantic_off = refusal(
+            await mcp.call_tool("search", {"q": word, "session_id": sid, "mode": "semantic"})
+        )
         with served.rest() as rest:
             rest_search = rest.get(
                 f"/v1/sessions/{sid}/search", params={"q": word, "scope": "history"}
@@ -185,7 +195,9 @@ async def test_compact_snapshot_restore_and_search(served: Served, sid: str) -> 
     assert dry == rest_dry and dry["compacted_items"] > 0
     assert compacted["compacted_items"] == dry["compacted_items"]
     assert summary.contents[0].text == compacted["summary"] and "## Goal" in compacted["summary"]  # type: ignore[union-attr]
-    assert rest_search == in_session
+    assert rest_search == in_session == as_fulltext and in_session["mode"] == "fulltext"
+    assert in_session["items"][0]["scores"]["semantic"] is None
+    assert semantic_off["status"] == 403 and semantic_off["type"].endswith("semantic-search-off")
     assert [hit["session_id"] for hit in in_session["items"]] == [sid]
     assert in_session["items"][0]["archived"] is True and in_memory["items"] == []
     assert [hit["item"] for hit in in_tenant["items"]] == [

@@ -1,10 +1,10 @@
 """/v1/sessions/{id}/search and /v1/search: ranked search over one session (full text, by
-meaning or hybrid) or the caller's whole tenant (full text only in this release); keyset
-pages; the tenant-wide search ranks a bounded candidate set."""
+meaning or hybrid, the default) or the caller's whole tenant (the same modes); keyset pages;
+the tenant-wide search ranks a bounded candidate set."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -19,7 +19,6 @@ from app.api.session_ids import SessionIdPath
 from app.domain.recall import DEFAULT_MIN_SCORE
 from app.services import search as service
 from app.services.runtime import Encoded
-from app.store.search import SearchHit
 
 router = APIRouter(tags=["search"], route_class=GuardedRoute)
 
@@ -44,7 +43,8 @@ ModeQuery = Annotated[
         description="`fulltext`: the query's words; `semantic`: by meaning (the session's "
         "embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, "
         "ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` "
-        "(the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`"
+        "(the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the "
+        "embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502"
     ),
 ]
 MinScore = Annotated[
@@ -67,10 +67,6 @@ Cursor = Annotated[
 ]
 
 
-def _encode(hits: list[SearchHit], next_cursor: str | None) -> Encoded:
-    return Encoded(200, dumps(search_body(hits, next_cursor)))
-
-
 def _encode_page(page: service.SearchPage) -> Encoded:
     body = search_body(
         [s.hit for s in page.hits],
@@ -87,7 +83,7 @@ def _encode_page(page: service.SearchPage) -> Encoded:
     operation_id="searchSession",
     summary="Search one session's working memory or history (full text, by meaning, or both)",
     responses={
-        **problem_responses(404, 422),
+        **problem_responses(404, 422, 502),
         403: {
             **problem_responses(403)[403],
             "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
@@ -103,7 +99,7 @@ async def search_session(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
-    mode: ModeQuery = "fulltext",
+    mode: ModeQuery = "hybrid",
     min_score: MinScore = DEFAULT_MIN_SCORE,
 ) -> Response:
     page = await service.search_session_modes(
@@ -124,12 +120,19 @@ async def search_session(
     "/v1/search",
     response_model=SearchResults,
     operation_id="searchAll",
-    summary="Full-text search across the tenant's sessions, best first",
-    description=f"Ranks at most the first {service.TENANT_CANDIDATES} matching items the index "
-    "finds (a bound on the cost, whatever the tenant holds): a query that matches more should "
-    "be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here "
-    "(a session's own search offers them).",
-    responses=problem_responses(422),
+    summary="Search across the tenant's sessions (full text, by meaning, or both), best first",
+    description=f"Full text ranks at most the first {service.TENANT_CANDIDATES} matching items "
+    f"the index finds, and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
+    "(every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A "
+    "query that matches more should be narrowed, or asked of one session.",
+    responses={
+        **problem_responses(422, 502),
+        403: {
+            **problem_responses(403)[403],
+            "description": "The key lacks the scope, or `semantic-search-off`: `mode=semantic` "
+            "on a server without an embedder",
+        },
+    },
 )
 async def search_all(
     q: Q,
@@ -138,12 +141,17 @@ async def search_all(
     scope: ScopeQuery = "memory",
     limit: Limit = 20,
     cursor: Cursor = None,
-    mode: Annotated[
-        Literal["fulltext"],
-        Query(description="Only `fulltext` across sessions for now"),
-    ] = "fulltext",
+    mode: ModeQuery = "hybrid",
+    min_score: MinScore = DEFAULT_MIN_SCORE,
 ) -> Response:
-    hits, next_cursor = await service.search_all(
-        rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
+    page = await service.search_all_modes(
+        rt,
+        actor,
+        q=q,
+        scope=scope,
+        limit=limit,
+        cursor=cursor,
+        mode=mode,
+        min_score=min_score,
     )
-    return json_response(_encode(hits, next_cursor))
+    return json_response(_encode_page(page))

@@ -418,7 +418,15 @@ def list_history(session_id: str, *, after_seq: int | None, limit: int | None) -
 
 
 def search(
-    session_id: str | None, *, q: str, scope: str | None, limit: int | None, cursor: str | None
+    session_id: str | None,
+    *,
+    q: str,
+    scope: str | None,
+    limit: int | None,
+    cursor: str | None,
+    mode: str | None = None,
+    min_score: float | None = None,
 ) -> Call:
     path = "/v1/search" if session_id is None else f"/v1/sessions/{seg(session_id)}/search"
-    return Call("GET", path, params={"q": q, "scope": scope, "limit": limit, "cursor": cursor})
+    params = {"q": q, "scope": scope, "limit": limit, "cursor": cursor}
+    return Call("GET", path, params=params | {"mode": mode, "min_score": min_score})

@@ -36,6 +36,7 @@ from session_memory_client.types import (
     PopResult,
     RestoreResult,
     SearchResults,
+    SearchMode,
     SearchScope,
     Session,
     SessionPage,
@@ -401,9 +402,18 @@ class SessionMemoryClient(_Base):
         scope: SearchScope | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
     ) -> SearchResults:
-        """Full-text search in one session, or across every session the key sees."""
-        return self._send(_core.search(session_id, q=q, scope=scope, limit=limit, cursor=cursor))
+        """Search one session, or every session the key sees: ``mode`` ``hybrid`` (the
+        server's default: meaning and words fused), ``fulltext`` or ``semantic``; ``min_score``:
+        the lowest similarity of a hit found only by meaning."""
+        return self._send(
+            _core.search(
+                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                min_score=min_score,
+            )  # fmt: skip
+        )
 
 
 class AsyncSessionMemoryClient(_Base):
@@ -757,10 +767,15 @@ class AsyncSessionMemoryClient(_Base):
         scope: SearchScope | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
     ) -> SearchResults:
-        """Full-text search in one session, or across every session the key sees."""
+        """Search one session, or every session the key sees (see the sync ``search``)."""
         return await self._send(
-            _core.search(session_id, q=q, scope=scope, limit=limit, cursor=cursor)
+            _core.search(
+                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                min_score=min_score,
+            )  # fmt: skip
         )
 
 

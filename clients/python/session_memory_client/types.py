@@ -21,6 +21,7 @@ Item = dict[str, Any]
 Format = Literal["canonical", "openai-chat", "openai-responses", "anthropic", "gemini"]
 CompactPolicy = Literal["window", "structured", "llm"]
 SearchScope = Literal["memory", "history"]
+SearchMode = Literal["fulltext", "semantic", "hybrid"]
 
 
 class ProblemFieldError(TypedDict, total=False):
@@ -227,6 +228,13 @@ class HistoryPage(TypedDict):
     next_cursor: int | None
 
 
+class SearchScores(TypedDict):
+    """What each ranker scored a hit (None: that ranker did not find it)."""
+
+    fulltext: float | None
+    semantic: float | None
+
+
 class SearchHit(TypedDict):
     session_id: str
     seq: int
@@ -235,8 +243,10 @@ class SearchHit(TypedDict):
     snippet: str | None
     archived: bool
     archived_reason: str | None
+    scores: SearchScores
 
 
 class SearchResults(TypedDict):
     items: list[SearchHit]
     next_cursor: str | None
+    mode: SearchMode  # the mode that answered (hybrid answers as fulltext without an embedder)

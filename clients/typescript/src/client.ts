@@ -339,8 +339,9 @@ export class SessionMemoryClient {
     return this.#send({ method: "GET", path: `/v1/sessions/${seg(sessionId)}/history`, query, retry: "safe", signal: options.signal });
   }
 
-  /** Full-text search: in one session (`sessionId`), or across every session the key sees.
-   * `scope: "history"` includes archived items. */
+  /** Search one session (`sessionId`), or every session the key sees. `mode`: `hybrid` (the
+   * server's default: meaning and words fused), `fulltext` or `semantic`; each hit carries
+   * `scores.fulltext` and `scores.semantic`. `scope: "history"` includes archived items. */
   search(query: SearchQuery, options: CallOptions & { sessionId?: string } = {}): Promise<SearchResults> {
     const path = options.sessionId === undefined ? "/v1/search" : `/v1/sessions/${seg(options.sessionId)}/search`;
     return this.#send({ method: "GET", path, query, retry: "safe", signal: options.signal });

@@ -278,8 +278,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Full-text search across the tenant's sessions, best first
-         * @description Ranks at most the first 1000 matching items the index finds (a bound on the cost, whatever the tenant holds): a query that matches more should be narrowed. Full text only for now: `mode=semantic` and `mode=hybrid` are a 422 here (a session's own search offers them).
+         * Search across the tenant's sessions (full text, by meaning, or both), best first
+         * @description Full text ranks at most the first 1000 matching items the index finds, and meaning at most 20000 embedded items (every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A query that matches more should be narrowed, or asked of one session.
          */
         get: operations["searchAll"];
         put?: never;
@@ -10214,7 +10214,7 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
-                /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off` */
+                /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502 */
                 mode?: "fulltext" | "semantic" | "hybrid";
                 /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
                 min_score?: number;
@@ -10338,6 +10338,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The upstream model failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/upstream-failed",
+                     *       "title": "Upstream model failed",
+                     *       "status": 502,
+                     *       "detail": "the model timed out",
+                     *       "instance": "/v1/sessions/agent-42/items"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable (see Retry-After) */
             503: {
                 headers: {
@@ -10368,8 +10386,10 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page (opaque) */
                 cursor?: string;
-                /** @description Only `fulltext` across sessions for now */
-                mode?: "fulltext";
+                /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502 */
+                mode?: "fulltext" | "semantic" | "hybrid";
+                /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
+                min_score?: number;
             };
             header?: never;
             path?: never;
@@ -10404,7 +10424,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The key lacks the scope */
+            /** @description The key lacks the scope, or `semantic-search-off`: `mode=semantic` on a server without an embedder */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10464,6 +10484,24 @@ export interface operations {
                      *           "type": "invalid_input"
                      *         }
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The upstream model failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://session-memory.dev/problems/upstream-failed",
+                     *       "title": "Upstream model failed",
+                     *       "status": 502,
+                     *       "detail": "the model timed out",
+                     *       "instance": "/v1/sessions/agent-42/items"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

@@ -1,4 +1,5 @@
-// Full-text search: in one session (its tab) or across the tenant (/ui/search).
+// Search: in one session (its tab) or across the tenant (/ui/search), in a mode (hybrid, the
+// API's default; full text; by meaning), each hit with what both rankers scored it.
 
 import { api, enc } from "./api.js";
 import { clear, errorNotice, field, h } from "./dom.js";
@@ -8,19 +9,35 @@ export function searchForm(panel, { sessionId = null, params = new URLSearchPara
   const scope = h("select", { name: "scope" },
     h("option", { value: "memory" }, "working memory"),
     h("option", { value: "history", selected: params.get("scope") === "history" }, "history (archived too)"));
+  const chosen = params.get("mode") || "hybrid";
+  const mode = h("select", { name: "mode", id: "search-mode" },
+    h("option", { value: "hybrid", selected: chosen === "hybrid" }, "hybrid (meaning and words)"),
+    h("option", { value: "fulltext", selected: chosen === "fulltext" }, "words (full text)"),
+    h("option", { value: "semantic", selected: chosen === "semantic" }, "meaning (semantic)"));
   const out = h("div", { id: "search-results", "aria-live": "polite" });
   const form = h("form", { class: "filters", role: "search", "aria-label": sessionId ? "search this session" : "search every session" },
-    field("Words", q), field("In", scope), h("button", { type: "submit" }, "Search"));
+    field("Words", q), field("In", scope), field("Mode", mode), h("button", { type: "submit" }, "Search"));
+  const score = (value) => (value === null || value === undefined ? "–" : Number(value).toFixed(3));
+  const excerpt = (item) => {
+    const content = item?.content;
+    const text = typeof content === "string" ? content
+      : Array.isArray(content) ? content.map((part) => part?.text ?? "").join(" ") : "";
+    return text.length > 240 ? `${text.slice(0, 239)}…` : text;
+  };
   const path = sessionId ? `/v1/sessions/${enc(sessionId)}/search` : "/v1/search";
   let cursor = null;
   const run = async (more = false) => {
     if (!more) { clear(out); cursor = null; }
     const u = new URLSearchParams(location.search);
-    u.set("q", q.value); u.set("scope", scope.value);
+    u.set("q", q.value); u.set("scope", scope.value); u.set("mode", mode.value);
     history.replaceState(null, "", `${location.pathname}?${u}`);
     try {
-      const page = await api(path, { params: { q: q.value, scope: scope.value, limit: 50, cursor: cursor ?? undefined } });
+      const page = await api(path, { params: { q: q.value, scope: scope.value, mode: mode.value, limit: 50, cursor: cursor ?? undefined } });
       out.querySelector(".more")?.remove();
+      out.dataset.mode = page.mode;
+      if (!more && page.mode !== mode.value) {
+        out.append(h("p", { class: "muted" }, `Answered as ${page.mode}: semantic search is off on this server.`));
+      }
       if (!more && !page.items.length) out.append(h("p", { class: "muted" }, "Nothing found."));
       let list = out.querySelector("ol");
       if (!list) { list = h("ol", { class: "hits" }); out.append(list); }
@@ -31,8 +48,9 @@ export function searchForm(panel, { sessionId = null, params = new URLSearchPara
             sessionId ? null : h("a", { href }, hit.session_id),
             h("span", { class: "seq" }, `#${hit.seq}`), h("span", { class: "kind" }, hit.item?.type ?? ""),
             hit.archived ? h("span", { class: "badge" }, `archived${hit.archived_reason ? `: ${hit.archived_reason}` : ""}`) : null,
-            h("span", { class: "tokens" }, `score ${Number(hit.score).toFixed(3)}`)),
-          h("p", { class: "snippet" }, hit.snippet ?? "")));
+            h("span", { class: "tokens", title: "the rank's score; then what each ranker scored it" },
+              `score ${score(hit.score)} · words ${score(hit.scores?.fulltext)} · meaning ${score(hit.scores?.semantic)}`)),
+          h("p", { class: "snippet" }, hit.snippet ?? excerpt(hit.item))));
       }
       cursor = page.next_cursor;
       if (cursor !== null && cursor !== undefined) {
