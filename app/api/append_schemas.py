@@ -181,13 +181,14 @@ class OpaqueItemCreate(_Open):
     """An item of any other type (hosted tool calls such as `web_search_call`, client tool
     pairs such as `computer_call` / `computer_call_output`, `compaction`, `item_reference`,
     anything newer; the shapes of the Responses input items): stored whole, exactly as sent.
-    `id`, `pinned` and `metadata` are the envelope, as on every canonical item."""
+    `pinned` and `metadata` are the envelope, as on every canonical item; `id` is part of the
+    item (a provider's own id, such as a `web_search_call`'s), kept as sent."""
 
     type: str = _other_type(*_CORE_TYPES)
-    id: str | None = Field(
+    id: JsonValue = Field(
         None,
-        pattern=ID_PATTERN,
-        description="The service's item id; generated when omitted (409 if taken)",
+        description="Part of the item, kept as sent (a provider's own id); the stored item "
+        "gets an id of the service's",
     )
     pinned: StrictBool = Field(False, description="Always kept by projections and compactions")
     metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")

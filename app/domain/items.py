@@ -210,6 +210,13 @@ def _usable_type(kind: Any) -> bool:
     return isinstance(kind, str) and 0 < len(kind) <= 64 and "\x00" not in kind
 
 
+def is_usable_type(kind: Any) -> bool:
+    """Whether ``kind`` can be an item's ``type``: a string of 1-64 characters without NUL
+    (anything else makes an object without a ``role`` untyped, and one with a ``role`` a
+    message missing its type)."""
+    return _usable_type(kind)
+
+
 def is_untyped(body: CanonicalItem) -> bool:
     """Whether ``body`` is an opaque item sent without a usable ``type``: an object only
     the client that wrote it can read, which no provider format can carry."""

@@ -110,7 +110,12 @@ def _ingest_verdict(body: Any) -> str | None:
     """``None`` if the server's parser and ingest take ``body``, else why not."""
     try:
         parsed = ItemsAppend.model_validate(body)
-        ingest(parsed.format, parsed.items, system=parsed.system)
+        ingest(
+            parsed.format,
+            parsed.items,
+            system=parsed.system,
+            system_instruction=parsed.system_instruction,
+        )
     except (ValidationError, InvalidInput) as exc:
         return str(exc)[:500]
     return None

@@ -53,6 +53,7 @@ from app.domain.items import (
     ReasoningItem,
     TextPart,
     is_untyped,
+    is_usable_type,
 )
 
 from ._common import (
@@ -166,7 +167,7 @@ def decode(data: dict[str, Any], loc: list[str | int], problems: Problems) -> Ca
     if kind is None and isinstance(data.get("id"), str) and set(data) <= {"id", "type"}:
         # an ``item_reference``, whose ``type`` the SDK makes optional
         return OpaqueItem.model_construct(type="item_reference", data=data)
-    if "role" in data and not isinstance(kind, str):
+    if "role" in data and not is_usable_type(kind):
         problems.add([*loc, "type"], 'a message\'s type is "message" (or absent)')
         return None
     # Any other object is an opaque item, stored as sent; without a usable ``type`` (an SDK

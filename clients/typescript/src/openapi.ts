@@ -3506,16 +3506,14 @@ export interface components {
          * @description An item of any other type (hosted tool calls such as `web_search_call`, client tool
          *     pairs such as `computer_call` / `computer_call_output`, `compaction`, `item_reference`,
          *     anything newer; the shapes of the Responses input items): stored whole, exactly as sent.
-         *     `id`, `pinned` and `metadata` are the envelope, as on every canonical item.
+         *     `pinned` and `metadata` are the envelope, as on every canonical item; `id` is part of the
+         *     item (a provider's own id, such as a `web_search_call`'s), kept as sent.
          */
         OpaqueItemCreate: {
             /** Type */
             type: string;
-            /**
-             * Id
-             * @description The service's item id; generated when omitted (409 if taken)
-             */
-            id?: string | null;
+            /** @description Part of the item, kept as sent (a provider's own id); the stored item gets an id of the service's */
+            id?: components["schemas"]["JsonValue"];
             /**
              * Pinned
              * @description Always kept by projections and compactions
