@@ -229,7 +229,7 @@ def budgets(draw: st.DrawFn) -> Budget:
     )
 
 
-FORMATS = ["canonical", "openai-chat", "openai-responses", "anthropic"]
+FORMATS = ["canonical", "openai-chat", "openai-responses", "anthropic", "gemini"]
 
 
 # == Faithful sessions =========================================================================
