@@ -293,7 +293,9 @@ def _recount_gemini(payload: dict[str, Any], strings: list[str], image: Any, ove
             elif "functionCall" in present or "function_call" in present:
                 call = present.get("functionCall") or present["function_call"]
                 overhead(3)
-                strings.extend([call["name"], json.dumps(call.get("args") or {}, ensure_ascii=False)])
+                strings.extend(
+                    [call["name"], json.dumps(call.get("args") or {}, ensure_ascii=False)]
+                )
             elif "functionResponse" in present or "function_response" in present:
                 resp = present.get("functionResponse") or present["function_response"]
                 overhead(3)
@@ -654,12 +656,13 @@ def test_invariants(fmt: str, session: Session, budget: Budget) -> None:
     # 1. order: a subsequence of working memory in seq order; but in Chat an answer moves up
     # to right after the message holding its call when working memory put another message
     # with calls in between (``openai_chat`` module docstring): an item only ever comes before
-    # an older one as an answer, and never before its own call
+    # an older one as an answer, and never before its own call; in gemini likewise, as a
+    # merged user content puts its functionResponse parts first (``gemini`` module docstring)
     assert len(seqs) == len(set(seqs)), seqs
     oldest_after = float("inf")  # the oldest item after this one in the payload
     for seq in reversed(seqs):
         if seq > oldest_after:
-            assert fmt == "openai-chat" and spec.kind[seq] == "output", seqs
+            assert fmt in ("openai-chat", "gemini") and spec.kind[seq] == "output", seqs
             assert spec.call_seq[seq] < oldest_after, seqs
         oldest_after = min(oldest_after, seq)
     if system_key is not None:
