@@ -72,9 +72,12 @@ def carried(
     """Seqs of the memory items a payload carries, in payload order."""
     if fmt == "canonical":
         return [i["seq"] for i in payload["items"] if "seq" in i]
-    output_of = {
-        it.body.call_id: it.seq for it in memory if isinstance(it.body, FunctionCallOutputItem)
-    }
+    # a key may answer several calls (gemini's derived keys repeat turn after turn): a cleared
+    # output is the first one with its key not yet read
+    output_of: dict[str, list[int]] = {}
+    for it in memory:
+        if isinstance(it.body, FunctionCallOutputItem):
+            output_of.setdefault(it.body.call_id, []).append(it.seq)
     known = {it.seq for it in memory}
     if fmt in ("anthropic", "gemini") and part != "all":
         doc = payload.get(part) or ""
@@ -85,7 +88,9 @@ def carried(
         if m.group(1):
             seq = int(m.group(1))
         elif m.group(2):
-            seq = output_of[m.group(2)]
+            seq = next(
+                (s for s in output_of[m.group(2)] if s not in out), output_of[m.group(2)][-1]
+            )
         else:
             seq = int(m.group(3))
         if seq in known and (not out or out[-1] != seq):
