@@ -49,6 +49,10 @@ def _ingest_payload(fmt: str, payload: dict[str, Any]) -> list[Any]:
         return ingest("openai-chat", payload["messages"])
     if fmt == "openai-responses":
         return ingest("openai-responses", payload["input"])
+    if fmt == "gemini":
+        return ingest(
+            "gemini", payload["contents"], system_instruction=payload.get("system_instruction")
+        )
     return ingest("anthropic", payload["messages"], system=payload.get("system"))
 
 

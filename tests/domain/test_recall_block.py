@@ -4,7 +4,8 @@ sessions, budgets and candidates, in every format.
 What is checked: the prompt without the block is exactly the projection of the reserved
 budget (so DESIGN §2's invariants, property-tested on that projection in
 test_projection_properties.py, hold for the rest of the prompt); the block sits right before
-the newest user message (in anthropic: a text block of it, after its tool results); it grows
+the newest user message (in anthropic: a text block of it, after its tool results; in gemini:
+a text part of it, after its functionResponse parts); it grows
 the payload by at most the share and the whole stays within the budget; the report is
 recounted independently; the payload passes the SDK types; the same inputs give the same
 bytes; a call is never recalled without its output.
@@ -73,10 +74,19 @@ def with_recall(budget: Budget, r: int, max_items: int, extra: int) -> Budget:
     )
 
 
+def is_block_text(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith((HEADER_SESSION, HEADER_PREFIX))
+
+
 def without_block(fmt: str, payload: dict[str, Any], at: int) -> dict[str, Any]:
     """``payload`` with the recall block taken out again."""
     key = MESSAGES_KEY[fmt]
     messages = list(payload[key])
+    if fmt == "gemini":
+        content = messages[at]
+        parts = [p for p in content["parts"] if not is_block_text(p.get("text"))]
+        assert len(parts) == len(content["parts"]) - 1
+        return {**payload, key: [*messages[:at], {**content, "parts": parts}, *messages[at + 1 :]]}
     if fmt != "anthropic":
         del messages[at]
         return {**payload, key: messages}
@@ -160,7 +170,14 @@ def test_recall_block_invariants(
     assert same_text(fmt, without_block(fmt, payload, at), rest.payload)
     key = MESSAGES_KEY[fmt]
     text = json.dumps(payload[key][at], ensure_ascii=False)
-    if fmt != "anthropic":
+    if fmt == "gemini":
+        # a text part of the newest user content, after its functionResponse parts
+        parts = payload[key][at]["parts"]
+        first_text = next(k for k, p in enumerate(parts) if "functionResponse" not in p)
+        assert all("functionResponse" in p for p in parts[:first_text])
+        assert is_block_text(parts[first_text].get("text"))
+        assert insertion_index(payload, fmt) == at  # type: ignore[arg-type]
+    elif fmt != "anthropic":
         assert payload[key][at]["role"] == "system"
         assert insertion_index(payload, fmt) == at + 1  # type: ignore[arg-type]
     else:
