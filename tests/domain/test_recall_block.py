@@ -264,3 +264,23 @@ def test_recall_share_must_leave_room() -> None:
     assert info.value.errors[0]["loc"] == ["recall", "max_tokens"]
     assert Budget(max_tokens=100).reserved() == Budget(max_tokens=100)
     assert Budget(recall=RecallSpec(max_tokens=5)).reserved().max_tokens is None
+
+
+def test_a_gemini_content_without_a_role_is_the_users() -> None:
+    """The Gemini API reads a content without ``role`` as the user's: the block goes into the
+    newest one, after its function responses."""
+    from app.domain.projection.recall_block import insertion_index, with_block
+
+    payload = {
+        "contents": [
+            {"parts": [{"text": "first"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"parts": [{"functionResponse": {"name": "f", "response": {}}}, {"text": "now?"}]},
+        ]
+    }
+    at = insertion_index(payload, "gemini")
+    assert at == 2
+    out = with_block(payload, "RECALLED", at=at, format="gemini")
+    assert out["contents"][2]["parts"][1] == {"text": "RECALLED"}
+    assert out["contents"][2]["parts"][0] == payload["contents"][2]["parts"][0]
+    assert payload["contents"][2]["parts"][1] == {"text": "now?"}  # the input is not changed

@@ -128,7 +128,11 @@ def block_text(chosen: Sequence[RecallCandidate]) -> str:
 
 
 def _is_user_turn(message: Any, format: FormatName) -> bool:
-    if not isinstance(message, dict) or message.get("role") != "user":
+    if not isinstance(message, dict):
+        return False
+    # a Gemini content without a role is the user's, as the API reads it
+    role = message.get("role", "user" if format == "gemini" else None)
+    if role != "user":
         return False
     if format == "canonical":
         return message.get("type") == "message"
