@@ -254,3 +254,37 @@ async def hits_by_key(
         for seq, hit in (await hits_by_seq(db, tenant_id, session_id, seqs)).items():
             out[(session_id, seq)] = hit
     return out
+
+
+def match_scores(
+    dialect: str, tenant_id: str, query: str, session_ids: list[str]
+) -> sa.Subquery | None:
+    """The items of ``session_ids`` matching ``query`` as a subquery of ``(session_id, seq,
+    score)``, scored as ``SearchRepository.search`` scores them, without item columns or
+    snippets (recall joins it to its candidates). None: the query has no word to match."""
+    where = [t.c.tenant_id == tenant_id, t.c.session_id.in_(session_ids)]
+    if dialect == "sqlite":
+        match = fts5_query(query)
+        if match is None:
+            return None
+        score: Any = (-sa.func.bm25(sa.literal_column("items_fts"))).label("score")
+        stmt = (
+            sa.select(t.c.session_id, t.c.seq, score)
+            .select_from(_FTS.join(t, sa.literal_column("items.rowid") == _FTS.c.rowid))
+            .where(sa.literal_column("items_fts").op("MATCH")(match), *where)
+        )
+    else:
+        if not _WORD.search(query):
+            return None
+        tsquery = sa.func.websearch_to_tsquery(
+            _PG_CONFIG,
+            sa.func.translate(
+                sa.bindparam("query", query, type_=sa.Text),
+                sa.literal_column(f"'{_PG_PUNCTUATION}'"),
+                sa.literal_column(f"'{_PG_SPACES}'"),
+            ),
+        )
+        stmt = sa.select(
+            t.c.session_id, t.c.seq, sa.func.ts_rank(_PG_TSVECTOR, tsquery).label("score")
+        ).where(_PG_TSVECTOR.op("@@")(tsquery), *where)
+    return stmt.subquery("matches")
