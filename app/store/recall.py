@@ -7,7 +7,7 @@ either from this session and not in its prompt (archived, or in one of the promp
 seq ranges) or from one of the other sessions named (scope ``prefix``: live or archived).
 One statement reads the candidates with, for each, whether it has a vector of the model (a
 LEFT JOIN: a candidate without one yet is still a candidate, found by full text, and counted as
-pending) and its full-text score (a LEFT JOIN to the query's matches), so a read never counts
+pending) and its full-text score (the query's matches, UNION ALL), so a read never counts
 the whole index. This session's vectors themselves come from the process's cache
 (app.services.session_vectors); other sessions' (scope ``prefix``) are read with their rows.
 """
@@ -15,8 +15,9 @@ the whole index. This session's vectors themselves come from the process's cache
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -131,7 +132,11 @@ class RecallRepository:
         source: sa.FromClause = t
         columns: list[sa.ColumnElement[object]] = [t.c.session_id, t.c.seq]
         if model is None:
-            columns += [sa.null(), sa.null(), sa.null()]
+            columns += [
+                sa.cast(sa.null(), sa.Integer),
+                sa.cast(sa.null(), sa.LargeBinary),
+                sa.cast(sa.null(), sa.Integer),
+            ]
         else:
             source = source.outerjoin(
                 v,
@@ -148,35 +153,50 @@ class RecallRepository:
                 sa.case((other, v.c.vector), else_=sa.null()),
                 v.c.dims,
             ]
+        columns.append(sa.cast(sa.null(), sa.Float))
+        stmt: sa.Select[Any] | sa.CompoundSelect = (
+            sa.select(sa.literal(0).label("kind"), *columns)
+            .select_from(source)
+            .where(t.c.tenant_id == tenant_id, where, _recallable())
+        )
         matches = (
             match_scores(self.db.dialect.name, tenant_id, query, [session_id, *others])
             if query is not None
             else None
         )
-        if matches is None:
-            columns.append(sa.null())
-        else:
-            source = source.outerjoin(
-                matches,
-                sa.and_(matches.c.session_id == t.c.session_id, matches.c.seq == t.c.seq),
+        if matches is not None:
+            # The matches as rows of their own (UNION ALL), not joined to the candidates: a
+            # join made SQLite run the full-text match once per candidate.
+            m = matches.subquery("matches")
+            stmt = sa.union_all(
+                stmt,
+                sa.select(
+                    sa.literal(1),
+                    m.c.session_id,
+                    m.c.seq,
+                    sa.cast(sa.null(), sa.Integer),
+                    sa.cast(sa.null(), sa.LargeBinary),
+                    sa.cast(sa.null(), sa.Integer),
+                    m.c.score,
+                ),
             )
-            columns.append(matches.c.score)
-        stmt = (
-            sa.select(*columns)
-            .select_from(source)
-            .where(t.c.tenant_id == tenant_id, where, _recallable())
-            .order_by(t.c.session_id, t.c.seq)
-        )
-        rows = (await self.db.execute(stmt)).all()
+        candidates: dict[Key, CandidateRow] = {}
+        scores: dict[Key, float] = {}
+        for r in (await self.db.execute(stmt)).all():
+            key = (r[1], int(r[2]))
+            if r[0] == 1:
+                scores[key] = float(r[6])
+                continue
+            candidates[key] = CandidateRow(
+                key=key,
+                embedded=r[3] is not None,
+                vector=None if r[4] is None else bytes(r[4]),
+                dims=None if r[5] is None else int(r[5]),
+                fulltext=None,
+            )
         return [
-            CandidateRow(
-                key=(r[0], int(r[1])),
-                embedded=r[2] is not None,
-                vector=None if r[3] is None else bytes(r[3]),
-                dims=None if r[4] is None else int(r[4]),
-                fulltext=None if r[5] is None else float(r[5]),
-            )
-            for r in rows
+            replace(row, fulltext=scores.get(key)) if key in scores else row
+            for key, row in sorted(candidates.items())
         ]
 
     async def prefix_sessions(
