@@ -29,12 +29,13 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.domain.formats import FormatName
 from app.domain.projection import Budget, ProjectedContext
-from app.domain.projection.budget import CHARS_PER_TOKEN
+from app.domain.projection.budget import CHARS_PER_TOKEN, RecallSpec
 from app.domain.projection.recall_block import RecallCandidate, candidate_of, recall_into
 from app.domain.recall import DEFAULT_MIN_SCORE, fuse
 from app.domain.sessions import SessionState
@@ -42,7 +43,7 @@ from app.embeddings import Embedder, EmbeddingError, embed_query
 from app.embeddings.cache import SessionVectors
 from app.services.runtime import Actor, Runtime, utcnow
 from app.services.session_vectors import session_vectors, unit_rows
-from app.store.recall import CandidateRow, Key, RecallRepository
+from app.store.recall import CandidateRow, Key, RecallHead, RecallRepository
 
 MAX_PREFIX_SESSIONS = 50
 # Each ranker contributes at most this many candidates (as session search does).
@@ -121,6 +122,80 @@ def _fulltext(rows: Sequence[CandidateRow]) -> list[tuple[Key, float]]:
     return hits[:RANKED]
 
 
+@dataclass(slots=True)
+class _Query:
+    """Recall's first step: the spec it was made for, the head (newest user message and vector
+    stamp), the query, this session's cached vectors and the query's vector (stored, or being
+    embedded)."""
+
+    spec: RecallSpec
+    head: RecallHead
+    query: str | None
+    own: SessionVectors | None
+    stored: np.ndarray | None
+    embedding: asyncio.Future[np.ndarray] | None
+
+    def cancel(self) -> None:
+        if self.embedding is not None:
+            self.embedding.cancel()
+
+
+async def _prepare(rt: Runtime, actor: Actor, session_id: str, spec: RecallSpec) -> _Query:
+    embedder = rt.embedder
+    model = embedder.model if embedder is not None else None
+    async with rt.store.read() as db:
+        head = await RecallRepository(db).head(actor.tenant_id, session_id, model=model)
+        query = spec.query if spec.query is not None else head.newest_text
+        if query is None or not query.strip():
+            return _Query(spec, head, None, None, None, None)
+        query = query.strip()[:MAX_QUERY_CHARS]
+        # This session's vectors: the process's cache (read or topped up when the stamp moved).
+        own: SessionVectors | None = None
+        if embedder is not None and head.stamp is not None and head.stamp[0] > 0:
+            own = await session_vectors(
+                rt,
+                db,
+                actor.tenant_id,
+                session_id,
+                embedder.model,
+                embedder.dimensions,
+                stamp=head.stamp,
+            )
+    # The query's vector: the cached one when the query is the newest user message and the
+    # index has it; else embedded meanwhile, while the prompt is projected and the candidates
+    # are read.
+    stored: np.ndarray | None = None
+    embedding: asyncio.Future[np.ndarray] | None = None
+    if embedder is not None:
+        if spec.query is None and head.newest_seq is not None and own is not None:
+            at = int(np.searchsorted(own.seqs, head.newest_seq))
+            if at < len(own.seqs) and int(own.seqs[at]) == head.newest_seq:
+                stored = own.matrix[at]
+        if stored is None:
+            embedding = asyncio.ensure_future(_query_vector(embedder, query))
+    return _Query(spec, head, query, own, stored, embedding)
+
+
+def start_recall(
+    rt: Runtime, actor: Actor, session_id: str, budget: Budget
+) -> asyncio.Task[_Query] | None:
+    """Recall's first step (the query and its embedding) started at once, to run while the
+    context service projects the prompt; ``recall_context`` takes it. None when recall is off."""
+    spec = budget.recall
+    if spec is None or spec.max_tokens <= 0:
+        return None
+    return asyncio.ensure_future(_prepare(rt, actor, session_id, spec))
+
+
+def cancel_recall(started: asyncio.Task[_Query] | None) -> None:
+    """Give up a ``start_recall`` (the read failed before its recall)."""
+    if started is None:
+        return
+    if started.done() and not started.cancelled() and started.exception() is None:
+        started.result().cancel()
+    started.cancel()
+
+
 async def recall_context(
     rt: Runtime,
     actor: Actor,
@@ -129,39 +204,32 @@ async def recall_context(
     *,
     budget: Budget,
     format: FormatName,
+    started: asyncio.Task[_Query] | None = None,
 ) -> ProjectedContext:
-    """``projected`` (the projection of ``budget.reserved()``) with its recall block."""
+    """``projected`` (the projection of ``budget.reserved()``) with its recall block
+    (``started``: from ``start_recall`` with the same session and spec)."""
     spec = budget.recall
     assert spec is not None and spec.max_tokens > 0
     embedder = rt.embedder
     model = embedder.model if embedder is not None else None
     tenant = actor.tenant_id
     notes: list[str] = []
+    prepared = await started if started is not None else None
+    if prepared is None or prepared.spec != spec:
+        if prepared is not None:
+            prepared.cancel()
+        prepared = await _prepare(rt, actor, state.id, spec)
+    query, own, stored, embedding = (
+        prepared.query,
+        prepared.own,
+        prepared.stored,
+        prepared.embedding,
+    )
+    if query is None:
+        notes.append("recall: no query (no user message, and none asked)")
+        return recall_into(projected, [], budget=budget, format=format, query=None, notes=notes)
     async with rt.store.read() as db:
         repo = RecallRepository(db)
-        head = await repo.head(tenant, state.id, model=model)
-        query = spec.query if spec.query is not None else head.newest_text
-        if query is None or not query.strip():
-            notes.append("recall: no query (no user message, and none asked)")
-            return recall_into(projected, [], budget=budget, format=format, query=None, notes=notes)
-        query = query.strip()[:MAX_QUERY_CHARS]
-        # This session's vectors: the process's cache (read or topped up when the stamp moved).
-        own: SessionVectors | None = None
-        if embedder is not None and head.stamp is not None and head.stamp[0] > 0:
-            own = await session_vectors(
-                rt, db, tenant, state.id, embedder.model, embedder.dimensions, stamp=head.stamp
-            )
-        # The query's vector: the cached one when the query is the newest user message and the
-        # index has it; else embedded meanwhile, while the candidates are read.
-        stored: np.ndarray | None = None
-        embedding: asyncio.Future[np.ndarray] | None = None
-        if embedder is not None:
-            if spec.query is None and head.newest_seq is not None and own is not None:
-                at = int(np.searchsorted(own.seqs, head.newest_seq))
-                if at < len(own.seqs) and int(own.seqs[at]) == head.newest_seq:
-                    stored = own.matrix[at]
-            if stored is None:
-                embedding = asyncio.ensure_future(_query_vector(embedder, query))
         try:
             prefix = (
                 recall_prefix(state.id, actor.session_prefix) if spec.scope == "prefix" else None
