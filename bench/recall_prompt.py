@@ -205,6 +205,11 @@ async def run(backend: str, items: int, turns: int) -> None:
             async with httpx.AsyncClient(transport=transport, base_url="http://localhost",
                                          timeout=120) as client:
                 a = await recall_set_figures(client, items)
+                if pg_name is not None:
+                    # The test server runs with autovacuum off: without statistics the planner
+                    # scans every vector of a session per item (see bench/RESULTS.md). ANALYZE
+                    # once, as autovacuum would have on a production server.
+                    analyze(url)
                 print(f"[{backend}] recall set: {a['items']} items indexed in "
                       f"{a['indexed_s']:.0f} s")
                 print(f"[{backend}] into the prompt: {a['into']}/{a['evicted']} evicted facts "
@@ -225,6 +230,17 @@ async def run(backend: str, items: int, turns: int) -> None:
             from tests.support.services import drop_pg_database
 
             drop_pg_database(pg_name)
+
+
+def analyze(url: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url.replace("+asyncpg", "+psycopg") if "+asyncpg" in url else url)
+    with engine.connect() as db:
+        db.execute(sa.text("ANALYZE items"))
+        db.execute(sa.text("ANALYZE item_vectors"))
+        db.commit()
+    engine.dispose()
 
 
 def main() -> None:
