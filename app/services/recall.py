@@ -91,7 +91,7 @@ def _nearest(
     dims = query.shape[0]
     q = query.astype(np.float32, copy=False) / max(float(np.linalg.norm(query)), 1e-12)
     sims = np.full(len(rows), -np.inf, dtype=np.float64)
-    mine = [i for i, r in enumerate(rows) if r.key[0] == own_session and r.embedded]
+    mine = [i for i, r in enumerate(rows) if r.key[0] == own_session]
     if mine and own is not None and len(own.seqs) and own.matrix.shape[1] == dims:
         wanted = np.fromiter((rows[i].key[1] for i in mine), dtype=np.int64, count=len(mine))
         at = np.minimum(np.searchsorted(own.seqs, wanted), len(own.seqs) - 1)
@@ -270,7 +270,12 @@ async def recall_context(
                     notes.append(
                         f"recall: the query was not embedded ({exc.cause}); full text only"
                     )
-            pending = sum(1 for r in rows if not r.embedded)
+            cached = set(own.seqs.tolist()) if own is not None else set()
+            pending = sum(
+                1
+                for r in rows
+                if (r.key[1] not in cached if r.embedded is None else not r.embedded)
+            )
             if pending:
                 notes.append(
                     f"recall-pending: {pending} items not embedded yet "

@@ -5,11 +5,12 @@ A recall candidate is an item with a search text that is a user or assistant mes
 function call or a function call output (never reasoning, system or developer items), and
 either from this session and not in its prompt (archived, or in one of the prompt's dropped
 seq ranges) or from one of the other sessions named (scope ``prefix``: live or archived).
-One statement reads the candidates with, for each, whether it has a vector of the model (a
-LEFT JOIN: a candidate without one yet is still a candidate, found by full text, and counted as
-pending) and its full-text score (the query's matches, UNION ALL), so a read never counts
-the whole index. This session's vectors themselves come from the process's cache
-(app.services.session_vectors); other sessions' (scope ``prefix``) are read with their rows.
+One statement reads the candidates (UNION ALL of this session's, other sessions' with their
+vectors of the model through a LEFT JOIN, and the query's full-text matches), so a read never
+counts the whole index. This session's vectors, and so which of its candidates are embedded
+and which pending, come from the process's cache (app.services.session_vectors): no join to
+``item_vectors`` for them (without statistics Postgres ran that join as a scan of every vector
+of the session per candidate).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ Key = tuple[str, int]  # (session_id, seq)
 @dataclass(frozen=True, slots=True)
 class CandidateRow:
     key: Key
-    embedded: bool  # a vector of the model is stored (for this session: in its cache)
+    embedded: bool | None  # a vector of the model is stored; None: this session's (its cache knows)
     vector: bytes | None  # another session's vector (scope ``prefix``), else None
     dims: int | None
     fulltext: float | None  # the full-text score when the item matches the query
@@ -118,47 +119,52 @@ class RecallRepository:
         query: str | None,
     ) -> list[CandidateRow]:
         """Every candidate (see the module docstring), ordered by session and seq, in one
-        statement: whether it has a vector of ``model`` (other sessions': the vector itself;
-        this session's come from the process's cache) and its full-text score for ``query``
-        (None: no match, or no query)."""
+        statement; other sessions' with their vector of ``model`` (``embedded`` None for this
+        session's: its cache knows), each with its full-text score for ``query`` (None: no
+        match, or no query)."""
         ranges = list(dropped)
         if len(ranges) > MAX_RANGES:
             ranges = [(ranges[0][0], ranges[-1][1])]
         own = [t.c.archived]
         own += [t.c.seq.between(first, last) for first, last in ranges]
-        where = sa.and_(t.c.session_id == session_id, sa.or_(*own))
-        if others:
-            where = sa.or_(where, t.c.session_id.in_(list(others)))
-        source: sa.FromClause = t
-        columns: list[sa.ColumnElement[object]] = [t.c.session_id, t.c.seq]
-        if model is None:
-            columns += [
-                sa.cast(sa.null(), sa.Integer),
-                sa.cast(sa.null(), sa.LargeBinary),
-                sa.cast(sa.null(), sa.Integer),
-            ]
-        else:
-            source = source.outerjoin(
-                v,
-                sa.and_(
-                    v.c.tenant_id == t.c.tenant_id,
-                    v.c.session_id == t.c.session_id,
-                    v.c.seq == t.c.seq,
-                    v.c.model == model,
-                ),
+        nothing = [
+            sa.cast(sa.null(), sa.Integer),
+            sa.cast(sa.null(), sa.LargeBinary),
+            sa.cast(sa.null(), sa.Integer),
+            sa.cast(sa.null(), sa.Float),
+        ]
+        # This session's candidates, without their vectors (the cache has them).
+        parts: list[sa.Select[Any]] = [
+            sa.select(sa.literal(0).label("kind"), t.c.session_id, t.c.seq, *nothing).where(
+                t.c.tenant_id == tenant_id,
+                t.c.session_id == session_id,
+                sa.or_(*own),
+                _recallable(),
             )
-            other = t.c.session_id != session_id
-            columns += [
-                v.c.seq,
-                sa.case((other, v.c.vector), else_=sa.null()),
-                v.c.dims,
-            ]
-        columns.append(sa.cast(sa.null(), sa.Float))
-        stmt: sa.Select[Any] | sa.CompoundSelect = (
-            sa.select(sa.literal(0).label("kind"), *columns)
-            .select_from(source)
-            .where(t.c.tenant_id == tenant_id, where, _recallable())
-        )
+        ]
+        if others:
+            source: sa.FromClause = t
+            vector_columns: list[sa.ColumnElement[object]] = nothing[:3]
+            if model is not None:
+                source = t.outerjoin(
+                    v,
+                    sa.and_(
+                        v.c.tenant_id == t.c.tenant_id,
+                        v.c.session_id == t.c.session_id,
+                        v.c.seq == t.c.seq,
+                        v.c.model == model,
+                    ),
+                )
+                vector_columns = [v.c.seq, v.c.vector, v.c.dims]
+            parts.append(
+                sa.select(sa.literal(0), t.c.session_id, t.c.seq, *vector_columns, nothing[3])
+                .select_from(source)
+                .where(
+                    t.c.tenant_id == tenant_id,
+                    t.c.session_id.in_(list(others)),
+                    _recallable(),
+                )
+            )
         matches = (
             match_scores(self.db.dialect.name, tenant_id, query, [session_id, *others])
             if query is not None
@@ -168,8 +174,7 @@ class RecallRepository:
             # The matches as rows of their own (UNION ALL), not joined to the candidates: a
             # join made SQLite run the full-text match once per candidate.
             m = matches.subquery("matches")
-            stmt = sa.union_all(
-                stmt,
+            parts.append(
                 sa.select(
                     sa.literal(1),
                     m.c.session_id,
@@ -178,8 +183,9 @@ class RecallRepository:
                     sa.cast(sa.null(), sa.LargeBinary),
                     sa.cast(sa.null(), sa.Integer),
                     m.c.score,
-                ),
+                )
             )
+        stmt = parts[0] if len(parts) == 1 else sa.union_all(*parts)
         candidates: dict[Key, CandidateRow] = {}
         scores: dict[Key, float] = {}
         for r in (await self.db.execute(stmt)).all():
@@ -189,7 +195,7 @@ class RecallRepository:
                 continue
             candidates[key] = CandidateRow(
                 key=key,
-                embedded=r[3] is not None,
+                embedded=None if r[1] == session_id else r[3] is not None,
                 vector=None if r[4] is None else bytes(r[4]),
                 dims=None if r[5] is None else int(r[5]),
                 fulltext=None,
