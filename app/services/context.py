@@ -44,7 +44,7 @@ from app.domain.projection import (
 )
 from app.domain.sessions import SessionState
 from app.services.access import load_session
-from app.services.recall import recall_context
+from app.services.recall import cancel_recall, recall_context, start_recall
 from app.services.runtime import Actor, Runtime
 from app.store.context import ContextRepository, Older, WindowKeys
 from app.store.items import ItemRepository
@@ -132,24 +132,39 @@ async def read_context(
         state = await load_session(db, actor, session_id)
         full = _budget(state, overrides)
         budget = full.reserved()  # the rest of the prompt (recall's share set aside)
+        started = None
         if full.recall_tokens:
             # recall depends on the index too, which changes without a new version
             memo = None
+            # its query and the query's embedding go on while the prompt is projected
+            started = start_recall(rt, actor, session_id, full)
         if memo is not None:
             cached = memo.get(_memo_key(actor, state, format, budget))
             if isinstance(cached, ContextResult):
                 rt.notify("context_projected", cached.projected.report.projected_tokens)
                 return cached
-        at_once, stale = await _at_once(rt, db, actor, state, budget, format)
-    if at_once is not None:
-        projected = at_once
-    else:
-        state, budget, projected = await _in_snapshot(
-            rt, actor, session_id, None if stale else state, overrides, format
-        )
-        full = _budget(state, overrides)
+        try:
+            at_once, stale = await _at_once(rt, db, actor, state, budget, format)
+        except BaseException:
+            cancel_recall(started)
+            raise
+    try:
+        if at_once is not None:
+            projected = at_once
+        else:
+            state, budget, projected = await _in_snapshot(
+                rt, actor, session_id, None if stale else state, overrides, format
+            )
+            full = _budget(state, overrides)
+    except BaseException:
+        cancel_recall(started)
+        raise
     if full.recall_tokens:
-        projected = await recall_context(rt, actor, state, projected, budget=full, format=format)
+        projected = await recall_context(
+            rt, actor, state, projected, budget=full, format=format, started=started
+        )
+    else:
+        cancel_recall(started)
     rt.notify("context_projected", projected.report.projected_tokens)
     result = ContextResult(format=format, version=state.version, projected=projected)
     if memo is not None:

@@ -3,15 +3,21 @@ brought back as text in one message of the projected prompt.
 
 ``recall_context`` runs after the projection of the reserved budget (``Budget.reserved``):
 
-1. the query: the request's, or the newest user message's text (whose stored vector is
-   reused when the index has it);
-2. the candidates (``RecallRepository.candidates``): this session's items the projection
-   dropped or compaction archived, and with ``scope: prefix`` the items of up to
-   ``MAX_PREFIX_SESSIONS`` other sessions the key may see whose id shares this one's prefix
-   up to its last ``:``;
-3. ranked as hybrid search ranks (``app.domain.recall.fuse``: full text and an exact scan of
-   the candidates' vectors), a call and its output folded into one entry;
-4. placed by ``app.domain.projection.recall_block.recall_into``, within the share.
+1. the query: the request's, or the newest user message's text (whose vector is reused when
+   the index has it), read in one statement with the session's vector stamp
+   (``RecallRepository.head``);
+2. this session's vectors from the process's cache (``app.services.session_vectors``, the one
+   session search uses: reused while the stamp is unchanged, topped up with newer vectors,
+   read again after an erasure), so a read loads no vector it has seen before;
+3. the candidates (``RecallRepository.candidates``), each with its full-text score for the
+   query, in one statement: this session's items the projection dropped or compaction
+   archived, and with ``scope: prefix`` the items of up to ``MAX_PREFIX_SESSIONS`` other
+   sessions the key may see whose id shares this one's prefix up to its last ``:`` (their
+   vectors read with them);
+4. ranked as hybrid search ranks (``app.domain.recall.fuse``: full text and an exact scan of
+   the candidates' vectors), a call and its output folded into one entry; the best read with
+   the calls and outputs paired with them in one statement;
+5. placed by ``app.domain.projection.recall_block.recall_into``, within the share.
 
 A read with recall waits for one query embedding at most: on the builtin embedder's own query
 thread (never behind the indexer's batches), not at all when the query is the newest user
@@ -23,19 +29,21 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.domain.formats import FormatName
 from app.domain.projection import Budget, ProjectedContext
-from app.domain.projection.budget import CHARS_PER_TOKEN
+from app.domain.projection.budget import CHARS_PER_TOKEN, RecallSpec
 from app.domain.projection.recall_block import RecallCandidate, candidate_of, recall_into
 from app.domain.recall import DEFAULT_MIN_SCORE, fuse
 from app.domain.sessions import SessionState
 from app.embeddings import Embedder, EmbeddingError, embed_query
+from app.embeddings.cache import SessionVectors
 from app.services.runtime import Actor, Runtime, utcnow
-from app.store.recall import CandidateRow, Key, RecallRepository
-from app.store.search import SearchRepository
+from app.services.session_vectors import session_vectors, unit_rows
+from app.store.recall import CandidateRow, Key, RecallHead, RecallRepository
 
 MAX_PREFIX_SESSIONS = 50
 # Each ranker contributes at most this many candidates (as session search does).
@@ -71,19 +79,121 @@ async def _query_vector(embedder: Embedder, text: str) -> np.ndarray:
     return vector
 
 
-def _nearest(query: np.ndarray, rows: Sequence[CandidateRow]) -> list[tuple[Key, float]]:
+def _nearest(
+    query: np.ndarray,
+    rows: Sequence[CandidateRow],
+    own: SessionVectors | None,
+    own_session: str,
+) -> list[tuple[Key, float]]:
     """The ``RANKED`` candidates most similar to ``query``, best first (ties: the order of
-    ``rows``)."""
+    ``rows``). This session's vectors come from ``own`` (the cached matrix, unit rows), other
+    sessions' from their rows."""
     dims = query.shape[0]
-    usable = [r for r in rows if r.vector is not None and r.dims == dims]
-    if not usable:
+    q = query.astype(np.float32, copy=False) / max(float(np.linalg.norm(query)), 1e-12)
+    sims = np.full(len(rows), -np.inf, dtype=np.float64)
+    mine = [i for i, r in enumerate(rows) if r.key[0] == own_session]
+    if mine and own is not None and len(own.seqs) and own.matrix.shape[1] == dims:
+        wanted = np.fromiter((rows[i].key[1] for i in mine), dtype=np.int64, count=len(mine))
+        at = np.minimum(np.searchsorted(own.seqs, wanted), len(own.seqs) - 1)
+        found = own.seqs[at] == wanted  # a vector newer than the cache's read: not ranked
+        dots = np.einsum("ij,j->i", own.matrix[at[found]], q)  # no BLAS threads
+        sims[np.asarray(mine)[found]] = dots
+    theirs = [
+        i
+        for i, r in enumerate(rows)
+        if r.key[0] != own_session and r.vector is not None and r.dims == dims
+    ]
+    if theirs:
+        matrix = np.frombuffer(b"".join(rows[i].vector or b"" for i in theirs), dtype="<f4")
+        matrix = unit_rows(matrix.reshape(len(theirs), dims))
+        sims[np.asarray(theirs)] = np.einsum("ij,j->i", matrix, q)
+    usable = np.flatnonzero(sims > -np.inf)
+    if not len(usable):
         return []
-    matrix = np.frombuffer(b"".join(r.vector for r in usable if r.vector), dtype="<f4")
-    matrix = matrix.reshape(len(usable), dims)
-    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-    sims = (matrix @ query) / np.maximum(norms, 1e-12)
-    order = np.lexsort((np.arange(len(usable)), -sims))[:RANKED]
-    return [(usable[i].key, float(np.clip(sims[i], -1.0, 1.0))) for i in order]
+    order = usable[np.lexsort((usable, -sims[usable]))][:RANKED]
+    return [(rows[i].key, float(np.clip(sims[i], -1.0, 1.0))) for i in order]
+
+
+def _fulltext(rows: Sequence[CandidateRow]) -> list[tuple[Key, float]]:
+    """The ``RANKED`` best full-text matches among ``rows``, ordered as search orders them
+    (score, then session id, then newest seq first)."""
+    hits = [(r.key, r.fulltext) for r in rows if r.fulltext is not None]
+    hits.sort(key=lambda h: (-h[1], h[0][0], -h[0][1]))
+    return hits[:RANKED]
+
+
+@dataclass(slots=True)
+class _Query:
+    """Recall's first step: the spec it was made for, the head (newest user message and vector
+    stamp), the query, this session's cached vectors and the query's vector (stored, or being
+    embedded)."""
+
+    spec: RecallSpec
+    head: RecallHead
+    query: str | None
+    own: SessionVectors | None
+    stored: np.ndarray | None
+    embedding: asyncio.Future[np.ndarray] | None
+
+    def cancel(self) -> None:
+        if self.embedding is not None:
+            self.embedding.cancel()
+
+
+async def _prepare(rt: Runtime, actor: Actor, session_id: str, spec: RecallSpec) -> _Query:
+    embedder = rt.embedder
+    model = embedder.model if embedder is not None else None
+    async with rt.store.read() as db:
+        head = await RecallRepository(db).head(actor.tenant_id, session_id, model=model)
+        query = spec.query if spec.query is not None else head.newest_text
+        if query is None or not query.strip():
+            return _Query(spec, head, None, None, None, None)
+        query = query.strip()[:MAX_QUERY_CHARS]
+        # This session's vectors: the process's cache (read or topped up when the stamp moved).
+        own: SessionVectors | None = None
+        if embedder is not None and head.stamp is not None and head.stamp[0] > 0:
+            own = await session_vectors(
+                rt,
+                db,
+                actor.tenant_id,
+                session_id,
+                embedder.model,
+                embedder.dimensions,
+                stamp=head.stamp,
+            )
+    # The query's vector: the cached one when the query is the newest user message and the
+    # index has it; else embedded meanwhile, while the prompt is projected and the candidates
+    # are read.
+    stored: np.ndarray | None = None
+    embedding: asyncio.Future[np.ndarray] | None = None
+    if embedder is not None:
+        if spec.query is None and head.newest_seq is not None and own is not None:
+            at = int(np.searchsorted(own.seqs, head.newest_seq))
+            if at < len(own.seqs) and int(own.seqs[at]) == head.newest_seq:
+                stored = own.matrix[at]
+        if stored is None:
+            embedding = asyncio.ensure_future(_query_vector(embedder, query))
+    return _Query(spec, head, query, own, stored, embedding)
+
+
+def start_recall(
+    rt: Runtime, actor: Actor, session_id: str, budget: Budget
+) -> asyncio.Task[_Query] | None:
+    """Recall's first step (the query and its embedding) started at once, to run while the
+    context service projects the prompt; ``recall_context`` takes it. None when recall is off."""
+    spec = budget.recall
+    if spec is None or spec.max_tokens <= 0:
+        return None
+    return asyncio.ensure_future(_prepare(rt, actor, session_id, spec))
+
+
+def cancel_recall(started: asyncio.Task[_Query] | None) -> None:
+    """Give up a ``start_recall`` (the read failed before its recall)."""
+    if started is None:
+        return
+    if started.done() and not started.cancelled() and started.exception() is None:
+        started.result().cancel()
+    started.cancel()
 
 
 async def recall_context(
@@ -94,36 +204,32 @@ async def recall_context(
     *,
     budget: Budget,
     format: FormatName,
+    started: asyncio.Task[_Query] | None = None,
 ) -> ProjectedContext:
-    """``projected`` (the projection of ``budget.reserved()``) with its recall block."""
+    """``projected`` (the projection of ``budget.reserved()``) with its recall block
+    (``started``: from ``start_recall`` with the same session and spec)."""
     spec = budget.recall
     assert spec is not None and spec.max_tokens > 0
     embedder = rt.embedder
     model = embedder.model if embedder is not None else None
     tenant = actor.tenant_id
     notes: list[str] = []
+    prepared = await started if started is not None else None
+    if prepared is None or prepared.spec != spec:
+        if prepared is not None:
+            prepared.cancel()
+        prepared = await _prepare(rt, actor, state.id, spec)
+    query, own, stored, embedding = (
+        prepared.query,
+        prepared.own,
+        prepared.stored,
+        prepared.embedding,
+    )
+    if query is None:
+        notes.append("recall: no query (no user message, and none asked)")
+        return recall_into(projected, [], budget=budget, format=format, query=None, notes=notes)
     async with rt.store.read() as db:
         repo = RecallRepository(db)
-        newest = await repo.newest_user(tenant, state.id, model=model)
-        query = spec.query if spec.query is not None else (newest.text if newest else None)
-        if query is None or not query.strip():
-            notes.append("recall: no query (no user message, and none asked)")
-            return recall_into(projected, [], budget=budget, format=format, query=None, notes=notes)
-        query = query.strip()[:MAX_QUERY_CHARS]
-        # The query's vector: the stored one when the query is the newest user message and the
-        # index has it; else embedded meanwhile, while the candidates are read.
-        stored: np.ndarray | None = None
-        embedding: asyncio.Future[np.ndarray] | None = None
-        if embedder is not None:
-            if (
-                spec.query is None
-                and newest is not None
-                and newest.vector is not None
-                and newest.dims == embedder.dimensions
-            ):
-                stored = np.frombuffer(newest.vector, dtype="<f4")
-            else:
-                embedding = asyncio.ensure_future(_query_vector(embedder, query))
         try:
             prefix = (
                 recall_prefix(state.id, actor.session_prefix) if spec.scope == "prefix" else None
@@ -141,27 +247,14 @@ async def recall_context(
                 dropped=[(first, last) for first, last in projected.report.dropped_ranges],
                 others=others,
                 model=model,
+                query=query,
             )
-            keys = {r.key for r in rows}
-            fulltext: list[tuple[Key, float]] = []
-            if rows:
-                hits = await SearchRepository(db).search(
-                    tenant,
-                    query,
-                    session_id=None if others else state.id,
-                    session_prefix=prefix if others else None,
-                    include_archived=True,
-                    limit=RANKED,
-                )
-                fulltext = [
-                    ((h.session_id, h.item.seq), h.score)
-                    for h in hits
-                    if (h.session_id, h.item.seq) in keys
-                ]
         except BaseException:
             if embedding is not None:
                 embedding.cancel()
             raise
+        keys = {r.key for r in rows}
+        fulltext = _fulltext(rows)
         semantic: list[tuple[Key, float]] = []
         if embedder is None:
             notes.append(
@@ -177,14 +270,19 @@ async def recall_context(
                     notes.append(
                         f"recall: the query was not embedded ({exc.cause}); full text only"
                     )
-            pending = sum(1 for r in rows if r.vector is None)
+            cached = set(own.seqs.tolist()) if own is not None else set()
+            pending = sum(
+                1
+                for r in rows
+                if (r.key[1] not in cached if r.embedded is None else not r.embedded)
+            )
             if pending:
                 notes.append(
                     f"recall-pending: {pending} items not embedded yet "
                     "(the index is behind; found by full text only)"
                 )
             if qvec is not None and rows:
-                semantic = _nearest(qvec, rows)
+                semantic = _nearest(qvec, rows, own, state.id)
         fused = fuse(
             fulltext,
             semantic,
@@ -194,17 +292,13 @@ async def recall_context(
         )
         # Enough of the best to fill the block even when some are skipped (pairs, too long).
         top = fused[: 4 * spec.max_items + 8]
+        # The items and, in the same statement, the calls and outputs paired with them.
         items = await repo.items(tenant, [f.key for f in top])
-        calls: dict[str, set[str]] = {}
-        for key, item in items.items():
-            if item.body.type in ("function_call", "function_call_output"):
-                calls.setdefault(key[0], set()).add(item.body.call_id)  # type: ignore[union-attr]
-        partners: dict[tuple[str, str], list[Key]] = {}
-        for session_id, call_ids in sorted(calls.items()):
-            for item in await repo.partners(tenant, session_id, sorted(call_ids)):
-                call_id: str = item.body.call_id  # type: ignore[union-attr]
-                partners.setdefault((session_id, call_id), []).append((session_id, item.seq))
-                items.setdefault((session_id, item.seq), item)
+    partners: dict[tuple[str, str], list[Key]] = {}
+    for key in sorted(items):
+        body = items[key].body
+        if body.type in ("function_call", "function_call_output"):
+            partners.setdefault((key[0], body.call_id), []).append(key)  # type: ignore[union-attr]
     max_chars = CHARS_PER_TOKEN * spec.max_tokens
     used: set[Key] = set()
     candidates: list[RecallCandidate] = []

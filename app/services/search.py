@@ -20,24 +20,19 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
 from app.embeddings import Embedder, EmbeddingError
-from app.embeddings.cache import SessionVectors
-from app.embeddings.vectors import matrix_of, nearest_matrix, nearest_packed
+from app.embeddings.vectors import nearest_matrix, nearest_packed
 from app.services.access import load_session
 from app.services.runtime import Actor, Runtime, utcnow
+from app.services.session_vectors import session_vectors
 from app.store import pgvector
 from app.store.search import SearchHit, SearchKey, SearchRepository, hits_by_key
 from app.store.vectors import (
     live_seqs,
-    session_packed,
-    session_packed_after,
     tenant_packed,
-    vector_stamp,
 )
 
 log = logging.getLogger(__name__)
@@ -227,7 +222,7 @@ async def search_session_modes(
             if mode == "hybrid"
             else []
         )
-        vectors = await _session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
+        vectors = await session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
         live = None if history else await live_seqs(db, actor.tenant_id, session_id)
     mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
     nearest_seqs = nearest_matrix(
@@ -245,48 +240,6 @@ async def search_session_modes(
         limit=limit,
         after=after,
     )
-
-
-def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no BLAS threads
-    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-
-
-async def _session_vectors(
-    rt: Runtime, db: AsyncConnection, tenant_id: str, session_id: str, model: str, dims: int
-) -> SessionVectors:
-    """Every vector of ``model`` in the session (archived items' too), stacked, unit rows:
-    from the process's cache while the session's set of vectors is unchanged, topped up when
-    only newer items were embedded since (app.embeddings.cache)."""
-    cache = rt.vector_cache
-    key = (tenant_id, session_id, model, dims)
-    stamp = await vector_stamp(db, tenant_id, session_id, model)
-    cached = cache.get(key) if cache is not None else None
-    if cached is not None and cached.stamp == stamp:
-        return cached
-    entry: SessionVectors | None = None
-    if cached is not None and stamp[0] > cached.stamp[0]:
-        last = int(cached.seqs[-1]) if len(cached.seqs) else 0
-        new = await session_packed_after(
-            db, tenant_id, session_id, model, dims=dims, after_seq=last
-        )
-        seqs = np.concatenate([cached.seqs, np.fromiter((q for _, q in new.keys), dtype=np.int64)])
-        if (len(seqs), int(seqs.sum())) == stamp:
-            matrix = np.vstack([cached.matrix, _unit_rows(matrix_of(new.blobs, dims))])
-            entry = SessionVectors(stamp=stamp, seqs=seqs, matrix=matrix)
-    if entry is None:
-        packed = await session_packed(
-            db, tenant_id, session_id, model, dims=dims, include_archived=True
-        )
-        seqs = np.fromiter((q for _, q in packed.keys), dtype=np.int64, count=len(packed.keys))
-        entry = SessionVectors(
-            stamp=(len(seqs), int(seqs.sum())),
-            seqs=seqs,
-            matrix=_unit_rows(matrix_of(packed.blobs, dims)),
-        )
-    if cache is not None:
-        cache.put(key, entry)
-    return entry
 
 
 async def _fused_page(

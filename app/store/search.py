@@ -53,6 +53,11 @@ _PG_TSVECTOR = sa.func.to_tsvector(
 _PG_HEADLINE_OPTIONS = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2"
 _FTS = sa.table("items_fts", sa.column("rowid"), sa.column("search_text"))
 _WORD = re.compile(r"\w+", re.UNICODE)
+# The join of a match to its items. The unary ``+`` keeps SQLite from driving the join from
+# ``items`` (by its tenant and session index) and running the MATCH once per item of the
+# session: 50 ms for ~500 items where the match itself takes 0.3 ms (bench/RESULTS.md,
+# "Recall, faster"). With it the match comes first and each hit is one rowid lookup.
+_FTS_ROWID = sa.literal_column("items.rowid") == sa.literal_column("+items_fts.rowid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,7 @@ class SearchRepository:
             score: Any = (-sa.func.bm25(sa.literal_column("items_fts"))).label("score")
             inner = (
                 sa.select(*columns, sa.literal_column("items.rowid").label("fts_rowid"), score)
-                .select_from(_FTS.join(t, sa.literal_column("items.rowid") == _FTS.c.rowid))
+                .select_from(_FTS.join(t, _FTS_ROWID))
                 .where(sa.literal_column("items_fts").op("MATCH")(match), *where)
             )
         else:
@@ -254,3 +259,37 @@ async def hits_by_key(
         for seq, hit in (await hits_by_seq(db, tenant_id, session_id, seqs)).items():
             out[(session_id, seq)] = hit
     return out
+
+
+def match_scores(
+    dialect: str, tenant_id: str, query: str, session_ids: list[str]
+) -> sa.Select[Any] | None:
+    """The items of ``session_ids`` matching ``query``: a SELECT of ``(session_id, seq,
+    score)``, scored as ``SearchRepository.search`` scores them, without item columns or
+    snippets (recall reads it beside its candidates). None: the query has no word to match."""
+    where = [t.c.tenant_id == tenant_id, t.c.session_id.in_(session_ids)]
+    if dialect == "sqlite":
+        match = fts5_query(query)
+        if match is None:
+            return None
+        score: Any = (-sa.func.bm25(sa.literal_column("items_fts"))).label("score")
+        stmt = (
+            sa.select(t.c.session_id, t.c.seq, score)
+            .select_from(_FTS.join(t, _FTS_ROWID))
+            .where(sa.literal_column("items_fts").op("MATCH")(match), *where)
+        )
+    else:
+        if not _WORD.search(query):
+            return None
+        tsquery = sa.func.websearch_to_tsquery(
+            _PG_CONFIG,
+            sa.func.translate(
+                sa.bindparam("query", query, type_=sa.Text),
+                sa.literal_column(f"'{_PG_PUNCTUATION}'"),
+                sa.literal_column(f"'{_PG_SPACES}'"),
+            ),
+        )
+        stmt = sa.select(
+            t.c.session_id, t.c.seq, sa.func.ts_rank(_PG_TSVECTOR, tsquery).label("score")
+        ).where(_PG_TSVECTOR.op("@@")(tsquery), *where)
+    return stmt
