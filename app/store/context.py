@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
 from app.store.item_cache import ItemCache
-from app.store.items import ITEM_COLUMNS, item_of_row
+from app.store.items import ITEM_COLUMNS, aggregate_sql, item_of_row, items_of_aggregate
 from app.store.raw import DriverConnection, RawQuery
 from app.store.tables import items as t
 from app.store.tables import sessions
@@ -201,6 +201,20 @@ _BODIES = _bodies(live_only=True)
 _ANY_BODIES = _bodies(live_only=False)
 
 
+def _aggregated_bodies(*, live_only: bool) -> RawQuery:
+    """``_bodies`` on Postgres: the rows as one JSON text (``items.aggregate_sql``)."""
+    where = "tenant_id = :tenant_id AND session_id = :session_id AND seq = ANY(:seqs)"
+    if live_only:
+        where += " AND NOT archived"
+    statement = sa.text(aggregate_sql(where)).bindparams(
+        sa.bindparam("seqs", type_=ARRAY(sa.BigInteger))
+    )
+    return RawQuery(statement)
+
+
+_AGGREGATED = {live: _aggregated_bodies(live_only=live) for live in (True, False)}
+
+
 @dataclass(frozen=True, slots=True)
 class WindowKeys:
     """A batch of the window, newest first: ``(seq, tokens, chars)`` per live item.
@@ -342,11 +356,17 @@ class ContextRepository:
             missing = list(seqs)
         else:
             found, missing = cache.get_many(base, seqs)
+        postgres = self.db.dialect.name == "postgresql"
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
-            stmt = _BODIES if live_only else _ANY_BODIES
-            for row in await stmt.rows(self.db, {**self._scope, "seqs": chunk}):
-                item = item_of_row(row)
+            params = {**self._scope, "seqs": chunk}
+            if postgres:
+                rows = await _AGGREGATED[live_only].rows(self.db, params)
+                decoded = items_of_aggregate(rows[0][0])
+            else:
+                stmt = _BODIES if live_only else _ANY_BODIES
+                decoded = [item_of_row(row) for row in await stmt.rows(self.db, params)]
+            for item in decoded:
                 found[item.seq] = item
                 if cache is not None:
                     cache.put((*base, item.seq), item)
