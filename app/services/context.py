@@ -25,7 +25,7 @@ Every answer is what one consistent state of the session projects to:
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter
@@ -47,6 +47,7 @@ from app.services.access import load_session
 from app.services.recall import cancel_recall, recall_context, start_recall
 from app.services.runtime import Actor, Runtime
 from app.store.context import ContextRepository, Older, WindowKeys
+from app.store.item_cache import WindowSizes
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
 
@@ -212,8 +213,14 @@ async def _at_once(
     if hint is None:
         return None, False
     repo = _repository(rt, db, actor, state)
+    sizes = rt.store.window_sizes
+    sized = (actor.tenant_id, state.id, state.created_at, hint)
+    limit = _batch_size(state, hint, [])
+    remembered = sizes.get(sized) if sizes is not None else None
+    if remembered is not None:  # what the last read needed, and every item appended since
+        limit = max(limit, remembered[1] + max(0, state.item_count - remembered[0]))
     batch = await repo.batch(
-        limit=_batch_size(state, hint, []),
+        limit=limit,
         include_system=budget.keep_system,
         prefix_items=budget.pinned_prefix_items,
     )
@@ -233,6 +240,8 @@ async def _at_once(
             source = _source(state, items, window_start=wanted[0], runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
+            if sizes is not None:
+                sizes.put(sized, state.item_count, len(wanted))
             return projected, False
         first_attempt = 1
     else:
@@ -240,6 +249,7 @@ async def _at_once(
     return await _project(
         rt, db, actor, state, budget, format,
         verified=False, autocommit=True, start=(window, older), first_attempt=first_attempt,
+        window_keys=(sizes, sized) if sizes is not None and first_attempt == 0 else None,
     )  # fmt: skip
 
 
@@ -278,6 +288,7 @@ async def _project(
     autocommit: bool = False,
     start: tuple[WindowKeys, Older] | None = None,
     first_attempt: int = 0,
+    window_keys: tuple[WindowSizes, Hashable] | None = None,
 ) -> tuple[ProjectedContext | None, bool]:
     """Load windows until one settles the read, then project it. In a snapshot ``db``,
     ``state`` was read before the snapshot began unless ``verified``: the first window query
@@ -289,7 +300,8 @@ async def _project(
     items older than them and the version in one statement). (None, False): the whole memory
     is needed, which only a snapshot reads. ``start``: the window already read and the
     mandatory items older than it, ``first_attempt``: the first hint to try (the ones before
-    it were settled by ``start``)."""
+    it were settled by ``start``). ``window_keys``: where to remember how many keys the window
+    took, when the first hint settles the read (``WindowSizes``)."""
     session_id = state.id
     repo = _repository(rt, db, actor, state)
 
@@ -349,6 +361,9 @@ async def _project(
         source = _source(state, window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
+            if window_keys is not None and attempt == 0:
+                sizes, sized = window_keys
+                sizes.put(sized, state.item_count, len(keys))
             return projected, False
     return await whole_memory()  # the window never settled: the whole memory always does
 

@@ -140,3 +140,37 @@ class PromptCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class WindowSizes:
+    """How many keys each session's last context read needed, per budget (per process).
+
+    The first statement of a context read reads as many of the newest keys as the session's
+    average item size suggests the budget needs. An agent's newest items are often much smaller
+    than its older ones (short messages appended turn after turn), so that estimate falls short
+    and a second statement follows, read after read. Remembering what the last read of the
+    same session and budget needed (plus the items appended since) sizes the first statement
+    right. Only a hint: a window of more keys projects to the same prompt (the projection is
+    that of the whole memory once it settles). Bounded LRU of small tuples."""
+
+    def __init__(self, *, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
+
+    def get(self, key: Hashable) -> tuple[int, int] | None:
+        """(the session's item count then, the keys its window needed)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: Hashable, item_count: int, keys: int) -> None:
+        if self.max_entries <= 0:
+            return
+        self._entries[key] = (item_count, keys)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
