@@ -18,7 +18,7 @@ from app.main import create_app
 from app.services.keys import KeyResolver
 from app.settings import Settings
 from app.store.db import Store
-from app.store.item_cache import ItemCache, PromptCache, WindowSizes
+from app.store.item_cache import ItemCache, PromptCache, WindowSize, WindowSizes
 
 
 def test_token_counts_keep_at_most_their_entries_and_chars() -> None:
@@ -74,9 +74,9 @@ def test_item_and_prompt_caches_keep_at_most_their_chars() -> None:
     assert len(prompts) == 10_000 // 300
     sizes = WindowSizes(max_entries=50)
     for n in range(500):
-        sizes.put(n, n, 2 * n)
+        sizes.put(n, WindowSize(n, 2 * n, include_system=True, prefix_items=0))
         assert len(sizes) <= 50
-    assert sizes.get(499) == (499, 998) and sizes.get(0) is None
+    assert sizes.get(499) == WindowSize(499, 998, True, 0) and sizes.get(0) is None
 
 
 async def test_the_store_and_the_key_resolver_take_the_settings(tmp_path: Path) -> None:

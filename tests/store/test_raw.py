@@ -266,3 +266,65 @@ async def test_aggregated_bodies_decode_as_the_rows_do(pg_database: str) -> None
             )
     finally:
         await store.dispose()
+
+
+async def test_the_session_row_with_a_first_batch_equals_the_two_statements(
+    pg_database: str,
+) -> None:
+    """A read that knows its first batch asks for the session row and that batch in one
+    statement (the row as one JSON array): the state and the batch are exactly what
+    ``SessionRepository.get`` and ``ContextRepository.batch`` give."""
+    from app.store.sessions import SessionRepository
+
+    big = 123456789012345678901234567890
+    app = create_app(Settings(database_url=pg_database, redis_url=REDIS_URL))  # type: ignore[call-arg]
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+        ) as c:
+            r = await c.post("/v1/sessions", json={
+                "id": "with-batch", "metadata": {"big": big, "f": 1.5e308, "z": -0.0, "s": 'a"b\\\\c ☃'},
+                "config": {"ttl_seconds": 3600, "context": {"keep_system": True, "max_tokens": 500}},
+            })  # fmt: skip
+            assert r.status_code == 201, r.text
+            items: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": "sys"}]
+            items += [user_item(f"q{i}", pinned=i % 7 == 0) for i in range(40)]
+            assert (
+                await c.post("/v1/sessions/with-batch/items", json={"items": items})
+            ).status_code == 201
+            r = await c.post(
+                "/v1/sessions/with-batch/compact", json={"policy": "window", "keep_last_items": 30}
+            )
+            assert r.status_code in (200, 201), r.text
+            assert (await c.post("/v1/sessions", json={"id": "empty-batch"})).status_code == 201
+    store = Store.from_url(pg_database)
+    try:
+        async with store.statements() as db:
+            for sid in ("with-batch", "empty-batch", "missing"):
+                expected = await SessionRepository(db).get("default", sid)
+                for system in (False, True):
+                    for prefix in (0, 3):
+                        for limit in (5, 40, 100):
+                            first = ctx.FirstBatch(system, prefix, limit)
+                            state, batch = await ctx.session_with_batch(db, "default", sid, first)
+                            assert state == expected
+                            if expected is None:
+                                continue
+                            assert state.last_compaction == expected.last_compaction
+                            assert state.metadata == expected.metadata
+                            if sid == "with-batch":
+                                assert state.metadata["big"] == big and state.expires_at is not None
+                            repo = ctx.ContextRepository(
+                                db, "default", sid, session_created_at=expected.created_at
+                            )
+                            alone = await repo.batch(
+                                limit=limit, include_system=system, prefix_items=prefix
+                            )
+                            assert batch == alone
+                            assert batch.session_version == expected.version
+    finally:
+        await store.dispose()
+
+
+def user_item(text: str, *, pinned: bool) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": text, "pinned": pinned}
