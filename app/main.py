@@ -99,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             prompt_cache_entries=settings.context_cache_prompts,
             item_cache_chars=settings.context_cache_item_chars,
             prompt_cache_chars=settings.context_cache_prompt_chars,
+            window_sizes=settings.context_window_sizes,
             lock_wait_seconds=settings.lock.wait_seconds,
         )
         locks = build_locks(

@@ -219,6 +219,12 @@ class Settings(BaseSettings):
     context_cache_prompt_chars: int = Field(
         16 * 1024 * 1024, ge=0, description="total chars of the projected prompts kept per process"
     )
+    context_window_sizes: int = Field(
+        10_000,
+        ge=0,
+        description="sessions whose last context read's window size each process remembers, "
+        "to size the next read's first statement (0: off)",
+    )
     token_cache_entries: int = Field(
         50_000, ge=0, description="token counts of texts kept per process (0: off)"
     )

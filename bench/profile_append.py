@@ -7,6 +7,9 @@ self, plus the worker's CPU per request read from /proc.
 
     .venv/bin/python bench/profile_append.py [--scenario append|loop] [--seconds 15]
 
+``mix`` is the agent mix of bench/agent_mix.py (32 connections over 2,000 sessions,
+``?create=true`` appends each followed by a context read of the same session).
+
 ``loop`` is the agent loop's read: a context read (8,000-token budget, openai-chat) right after
 an append to the same session, seeded as bench/harness.py seeds its context sessions (1,000
 items of agent turns), driven by one httpx client (no cache answers it).
@@ -77,16 +80,20 @@ def summarize(raw: Path, top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--scenario", choices=["append", "loop"], default="append")
+    parser.add_argument("--scenario", choices=["append", "loop", "mix"], default="append")
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--connections", type=int, default=1)
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument(
+        "--embeddings", default="none", help="EMBEDDINGS__PROVIDER of the service (none: no indexer)"
+    )
     args = parser.parse_args()
 
     url, db_name = create_pg_database()
     out = Path(tempfile.mkdtemp(prefix="sm-profile-"))
     server, bootstrap = service_process(url, out / "server.log")
+    server.env["EMBEDDINGS__PROVIDER"] = args.embeddings
     try:
         server.start(workers=1)
         assert server.proc is not None
@@ -101,6 +108,11 @@ def main() -> None:
             for start in range(0, len(items), 250):
                 batch = {"items": items[start : start + 250]}
                 assert client.post(f"/v1/sessions/{session}/items", json=batch).status_code == 201
+        if args.scenario == "mix":
+            from bench import agent_mix
+
+            conninfo = url.replace("postgresql+psycopg://", "postgresql://")
+            ids = agent_mix.seed_agent_sessions(client, conninfo, "bench", context_turn)
         pid = server.proc.pid
         spy = subprocess.Popen(
             ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", str(args.rate),
@@ -126,6 +138,15 @@ def main() -> None:
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             requests = int(run.stdout.rsplit("REQUESTS", 1)[1].split()[0])
+        elif args.scenario == "mix":
+            mixed = agent_mix.run_mix(
+                server.url,
+                {**headers, "Content-Type": "application/json"},
+                agent_mix.service_step(create=True, transactions=False),
+                ids,
+                seconds=args.seconds - 2,
+            )
+            requests = mixed.requests
         else:
             deadline = time.monotonic() + args.seconds - 2
             query = {"max_tokens": CONTEXT_BUDGET, "format": "openai-chat"}
@@ -136,7 +157,9 @@ def main() -> None:
         cpu = cpu_seconds(pid) - cpu0
         elapsed = time.monotonic() - t0
         spy.wait()
-        unit = "append" if args.scenario == "append" else "append + context read"
+        unit = {"append": "append", "loop": "append + context read", "mix": "request"}[
+            args.scenario
+        ]
         print(
             f"{requests} x {unit} in {elapsed:.1f} s: "
             f"worker CPU {1000 * cpu / max(requests, 1):.3f} ms per {unit}"

@@ -18,7 +18,7 @@ from app.main import create_app
 from app.services.keys import KeyResolver
 from app.settings import Settings
 from app.store.db import Store
-from app.store.item_cache import ItemCache, PromptCache
+from app.store.item_cache import ItemCache, PromptCache, WindowSize, WindowSizes
 
 
 def test_token_counts_keep_at_most_their_entries_and_chars() -> None:
@@ -72,6 +72,11 @@ def test_item_and_prompt_caches_keep_at_most_their_chars() -> None:
         prompts.put(n, object(), chars=300)
         assert prompts.chars <= 10_000
     assert len(prompts) == 10_000 // 300
+    sizes = WindowSizes(max_entries=50)
+    for n in range(500):
+        sizes.put(n, WindowSize(n, 2 * n, include_system=True, prefix_items=0))
+        assert len(sizes) <= 50
+    assert sizes.get(499) == WindowSize(499, 998, True, 0) and sizes.get(0) is None
 
 
 async def test_the_store_and_the_key_resolver_take_the_settings(tmp_path: Path) -> None:
@@ -81,6 +86,7 @@ async def test_the_store_and_the_key_resolver_take_the_settings(tmp_path: Path) 
         context_cache_prompts=45,
         context_cache_item_chars=6_789,
         context_cache_prompt_chars=1_234,
+        context_window_sizes=89,
         auth={"cache_max_keys": 7},  # type: ignore[arg-type]
     )
     store = Store.from_url(
@@ -89,8 +95,10 @@ async def test_the_store_and_the_key_resolver_take_the_settings(tmp_path: Path) 
         prompt_cache_entries=settings.context_cache_prompts,
         item_cache_chars=settings.context_cache_item_chars,
         prompt_cache_chars=settings.context_cache_prompt_chars,
+        window_sizes=settings.context_window_sizes,
     )
     try:
+        assert store.window_sizes is not None and store.window_sizes.max_entries == 89
         assert store.item_cache is not None and store.prompt_cache is not None
         assert (store.item_cache.max_items, store.item_cache.max_total_chars) == (123, 6_789)
         assert (store.prompt_cache.max_entries, store.prompt_cache.max_total_chars) == (45, 1_234)
@@ -99,7 +107,7 @@ async def test_the_store_and_the_key_resolver_take_the_settings(tmp_path: Path) 
         await store.dispose()
     off = Store.from_url(settings.database_url, item_cache_items=10, item_cache_chars=0)
     try:
-        assert off.item_cache is None
+        assert off.item_cache is None and off.window_sizes is None
     finally:
         await off.dispose()
 

@@ -24,8 +24,9 @@ Every answer is what one consistent state of the session projects to:
 
 from __future__ import annotations
 
+import dataclasses
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter
@@ -43,10 +44,18 @@ from app.domain.projection import (
     window_hint,
 )
 from app.domain.sessions import SessionState
-from app.services.access import load_session
+from app.services.access import check_visible, found, load_session
 from app.services.recall import cancel_recall, recall_context, start_recall
 from app.services.runtime import Actor, Runtime
-from app.store.context import ContextRepository, Older, WindowKeys
+from app.store.context import (
+    Batch,
+    ContextRepository,
+    FirstBatch,
+    Older,
+    WindowKeys,
+    session_with_batch,
+)
+from app.store.item_cache import WindowSize
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
 
@@ -123,13 +132,27 @@ async def read_context(
     overrides: Mapping[str, object],
 ) -> ContextResult:
     memo = rt.store.prompt_cache
+    sizes = rt.store.window_sizes
+    sized = _sizes_key(actor, session_id, overrides) if sizes is not None else None
+    last = sizes.get(sized) if sizes is not None and sized is not None else None
     # Postgres: the usual case is only RawQuery statements, each in autocommit, on a pooled
     # connection without SQLAlchemy's Connection around it (``Store.statements``).
     connection = rt.store.read() if rt.store.is_sqlite else rt.store.statements()
     async with connection as db:
-        # The session row alone (one statement, no transaction) says if the prompt is known;
-        # if not, the same connection goes on with the usual case.
-        state = await load_session(db, actor, session_id)
+        first: tuple[FirstBatch, Batch] | None = None
+        if last is not None and not last.cached and not rt.store.is_sqlite:
+            # Read before with this budget, and not answered by the prompt cache then (an
+            # agent's loop writes between reads): the session row and the first batch the
+            # last read took, with room for what was appended since, in one statement.
+            check_visible(actor, session_id)
+            plan = FirstBatch(last.include_system, last.prefix_items, last.keys + last.keys // 8)
+            row, batch = await session_with_batch(db, actor.tenant_id, session_id, plan)
+            state = found(row, session_id)
+            first = (plan, batch)
+        else:
+            # The session row alone (one statement, no transaction) says if the prompt is
+            # known; if not, the same connection goes on with the usual case.
+            state = await load_session(db, actor, session_id)
         full = _budget(state, overrides)
         budget = full.reserved()  # the rest of the prompt (recall's share set aside)
         started = None
@@ -141,10 +164,27 @@ async def read_context(
         if memo is not None:
             cached = memo.get(_memo_key(actor, state, format, budget))
             if isinstance(cached, ContextResult):
+                if sizes is not None and sized is not None and last is not None:
+                    sizes.put(sized, dataclasses.replace(last, cached=True))
                 rt.notify("context_projected", cached.projected.report.projected_tokens)
                 return cached
+        settled = None
+        if sizes is not None and sized is not None:
+            key = sized
+
+            def settled(keys: int) -> None:
+                assert sizes is not None
+                sizes.put(
+                    key,
+                    WindowSize(
+                        state.item_count, keys, budget.keep_system, budget.pinned_prefix_items
+                    ),
+                )
+
         try:
-            at_once, stale = await _at_once(rt, db, actor, state, budget, format)
+            at_once, stale = await _at_once(
+                rt, db, actor, state, budget, format, last=last, first=first, settled=settled
+            )
         except BaseException:
             cancel_recall(started)
             raise
@@ -174,6 +214,17 @@ async def read_context(
     return result
 
 
+def _sizes_key(actor: Actor, session_id: str, overrides: Mapping[str, object]) -> Hashable | None:
+    """What names a session's reads with one budget in ``WindowSizes`` (None: a budget with
+    parts that cannot be a key; such a read is not remembered)."""
+    key = (actor.tenant_id, session_id, tuple(sorted(overrides.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def _memo_key(actor: Actor, state: SessionState, format: FormatName, budget: Budget) -> object:
     """What names one prompt for good: the session (its creation time tells it from an
     earlier one with the same id), its version, the format and the budget."""
@@ -199,6 +250,10 @@ async def _at_once(
     state: SessionState,
     budget: Budget,
     format: FormatName,
+    *,
+    last: WindowSize | None = None,
+    first: tuple[FirstBatch, Batch] | None = None,
+    settled: Callable[[int], None] | None = None,
 ) -> tuple[ProjectedContext | None, bool]:
     """The usual case without a transaction (no BEGIN and COMMIT round trips): one statement
     reads the window's keys, the mandatory older items and the session's version; equal to
@@ -207,16 +262,29 @@ async def _at_once(
     which never change. If that does not settle the read (too few keys, or ``needs_more``),
     the general loop goes on on this connection, every statement checked against ``state``.
     Gives up (None) if the version differs (second value True: a write landed since ``state``
-    was read) or the whole memory is needed; the snapshot path then does the general case."""
+    was read) or the whole memory is needed; the snapshot path then does the general case.
+
+    ``last``: how the last read of the session with this budget went (``WindowSizes``): its
+    window's keys and every item appended since size the first batch. ``first``: a first
+    batch read with the session row, used if it holds the mandatory items this budget wants
+    (a batch of any size serves: too few keys, and more batches follow). ``settled``: told
+    the keys the window took when the first hint settles the read."""
     hint = window_hint(budget, attempt=0)
     if hint is None:
         return None, False
     repo = _repository(rt, db, actor, state)
-    batch = await repo.batch(
-        limit=_batch_size(state, hint, []),
-        include_system=budget.keep_system,
-        prefix_items=budget.pinned_prefix_items,
-    )
+    limit = _batch_size(state, hint, [])
+    if last is not None:  # what the last read needed, and every item appended since
+        limit = max(limit, last.keys + max(0, state.item_count - last.item_count))
+    mandatory = (budget.keep_system, budget.pinned_prefix_items)
+    if first is not None and (first[0].include_system, first[0].prefix_items) == mandatory:
+        batch = first[1]
+    else:
+        batch = await repo.batch(
+            limit=limit,
+            include_system=budget.keep_system,
+            prefix_items=budget.pinned_prefix_items,
+        )
     if batch.session_version != state.version:
         return None, True
     window, older = batch.split(_covering(batch.keys, hint, batch.min_window, batch.max_window))
@@ -233,6 +301,8 @@ async def _at_once(
             source = _source(state, items, window_start=wanted[0], runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
+            if settled is not None:
+                settled(len(wanted))
             return projected, False
         first_attempt = 1
     else:
@@ -240,6 +310,7 @@ async def _at_once(
     return await _project(
         rt, db, actor, state, budget, format,
         verified=False, autocommit=True, start=(window, older), first_attempt=first_attempt,
+        settled=settled if first_attempt == 0 else None,
     )  # fmt: skip
 
 
@@ -278,6 +349,7 @@ async def _project(
     autocommit: bool = False,
     start: tuple[WindowKeys, Older] | None = None,
     first_attempt: int = 0,
+    settled: Callable[[int], None] | None = None,
 ) -> tuple[ProjectedContext | None, bool]:
     """Load windows until one settles the read, then project it. In a snapshot ``db``,
     ``state`` was read before the snapshot began unless ``verified``: the first window query
@@ -289,7 +361,8 @@ async def _project(
     items older than them and the version in one statement). (None, False): the whole memory
     is needed, which only a snapshot reads. ``start``: the window already read and the
     mandatory items older than it, ``first_attempt``: the first hint to try (the ones before
-    it were settled by ``start``)."""
+    it were settled by ``start``). ``settled``: told how many keys the window took when the
+    first hint settles the read (``WindowSizes``)."""
     session_id = state.id
     repo = _repository(rt, db, actor, state)
 
@@ -349,6 +422,8 @@ async def _project(
         source = _source(state, window, window_start=window_start, runs=older.runs)
         projected = project_context(source, budget, format=format)
         if not projected.needs_more:
+            if settled is not None and attempt == 0:
+                settled(len(keys))
             return projected, False
     return await whole_memory()  # the window never settled: the whole memory always does
 

@@ -19,6 +19,7 @@ All of it goes through the partial indexes on live items.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,9 +31,11 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
+from app.domain.sessions import SessionState
 from app.store.item_cache import ItemCache
-from app.store.items import ITEM_COLUMNS, item_of_row
+from app.store.items import ITEM_COLUMNS, aggregate_sql, item_of_row, items_of_aggregate
 from app.store.raw import DriverConnection, RawQuery
+from app.store.sessions import SESSION_COLUMNS, state_of_json
 from app.store.tables import items as t
 from app.store.tables import sessions
 
@@ -169,8 +172,9 @@ def _batch_statement(*, include_system: bool, with_prefix: bool, rows: int, boun
     null = sa.null()
     return sa.union_all(
         sa.select(
-            sa.literal_column("1").label("kind"), m_seq, null, null, previous_live, next_live,
-            null, null,
+            sa.literal_column("1").label("kind"), m_seq.label("seq"), null.label("tokens"),
+            null.label("chars"), previous_live.label("previous_live"),
+            next_live.label("next_live"), null.label("version"), null.label("first_live"),
         ),
         sa.select(sa.literal_column("0"), seq, tokens, chars, null, null, version, first_live),
     )  # fmt: skip
@@ -199,6 +203,20 @@ def _bodies(*, live_only: bool) -> RawQuery:
 
 _BODIES = _bodies(live_only=True)
 _ANY_BODIES = _bodies(live_only=False)
+
+
+def _aggregated_bodies(*, live_only: bool) -> RawQuery:
+    """``_bodies`` on Postgres: the rows as one JSON text (``items.aggregate_sql``)."""
+    where = "tenant_id = :tenant_id AND session_id = :session_id AND seq = ANY(:seqs)"
+    if live_only:
+        where += " AND NOT archived"
+    statement = sa.text(aggregate_sql(where)).bindparams(
+        sa.bindparam("seqs", type_=ARRAY(sa.BigInteger))
+    )
+    return RawQuery(statement)
+
+
+_AGGREGATED = {live: _aggregated_bodies(live_only=live) for live in (True, False)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,23 +323,10 @@ class ContextRepository:
         if bounded:
             params["before_seq"] = before_seq
         found = await query.rows(self.db, params)
-        # (sorted here: the union's order is not SQL's promise; the key functions run in C)
-        keys = [r for r in found if r[0] == 0]
-        keys.sort(key=_SEQ, reverse=True)
-        if keys:
-            version, first_live = keys[0][6], keys[0][7]
-        else:  # no live item: the version still has to come from a statement
-            first_live, version = None, await self.session_version()
-        mandatory = sorted((r[1], r[4], r[5]) for r in found if r[0] == 1)
-        return Batch(
-            keys=list(map(_KEY_COLUMNS, keys)),
-            mandatory=mandatory,
-            first_live_seq=first_live,
-            session_version=version,
-            # the mandatory part covers what is older than the newest rows // 2 keys
-            min_window=min(rows // 2, len(keys)),
-            max_window=len(keys) - 1 if len(keys) == rows else len(keys),
-        )
+        batch = _batch_of(found, rows)
+        if batch.session_version is None:  # no live item: the version needs a statement
+            return dataclasses.replace(batch, session_version=await self.session_version())
+        return batch
 
     async def session_version(self) -> int | None:
         rows = await _VERSION.rows(self.db, self._scope)
@@ -342,15 +347,104 @@ class ContextRepository:
             missing = list(seqs)
         else:
             found, missing = cache.get_many(base, seqs)
+        postgres = self.db.dialect.name == "postgresql"
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
-            stmt = _BODIES if live_only else _ANY_BODIES
-            for row in await stmt.rows(self.db, {**self._scope, "seqs": chunk}):
-                item = item_of_row(row)
+            params = {**self._scope, "seqs": chunk}
+            if postgres:
+                rows = await _AGGREGATED[live_only].rows(self.db, params)
+                decoded = items_of_aggregate(rows[0][0])
+            else:
+                stmt = _BODIES if live_only else _ANY_BODIES
+                decoded = [item_of_row(row) for row in await stmt.rows(self.db, params)]
+            for item in decoded:
                 found[item.seq] = item
                 if cache is not None:
                     cache.put((*base, item.seq), item)
         return [found[seq] for seq in seqs if seq in found]
+
+
+def _batch_of(found: Sequence[Any], rows: int) -> Batch:
+    """A ``Batch`` from the rows of a batch statement of ``rows`` keys (other kinds of row
+    ignored); ``session_version`` None when no key came (the keys carry it)."""
+    # (sorted here: the union's order is not SQL's promise; the key functions run in C)
+    keys = [r for r in found if r[0] == 0]
+    keys.sort(key=_SEQ, reverse=True)
+    version, first_live = (keys[0][6], keys[0][7]) if keys else (None, None)
+    mandatory = sorted((r[1], r[4], r[5]) for r in found if r[0] == 1)
+    return Batch(
+        keys=list(map(_KEY_COLUMNS, keys)),
+        mandatory=mandatory,
+        first_live_seq=first_live,
+        session_version=version,
+        # the mandatory part covers what is older than the newest rows // 2 keys
+        min_window=min(rows // 2, len(keys)),
+        max_window=len(keys) - 1 if len(keys) == rows else len(keys),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FirstBatch:
+    """What a read's first batch is asked for: whether system messages are mandatory, the
+    pinned prefix, and at least how many keys (``ContextRepository.batch``'s arguments)."""
+
+    include_system: bool
+    prefix_items: int
+    limit: int
+
+    @property
+    def rows(self) -> int:
+        return _rows_for(self.limit + 1)
+
+
+_WITH_SESSION: dict[tuple[bool, bool, int], RawQuery] = {}
+
+
+def _with_session_statement(*, include_system: bool, with_prefix: bool, rows: int) -> Any:
+    """The session row (kind 2; its columns as one JSON array, in ``SESSION_COLUMNS`` order,
+    in the last column) and a first batch (``_batch_statement``), in one statement."""
+    batch = _batch_statement(
+        include_system=include_system, with_prefix=with_prefix, rows=rows, bounded=False
+    ).subquery("batch")
+    null = sa.null()
+    row = (
+        sa.select(
+            sa.literal_column("2"), null, null, null, null, null, null, null,
+            sa.func.json_build_array(*SESSION_COLUMNS),
+        )
+        .where(
+            sessions.c.tenant_id == sa.bindparam("tenant_id"),
+            sessions.c.id == sa.bindparam("session_id"),
+        )
+    )  # fmt: skip
+    return sa.union_all(row, sa.select(*batch.c, null))
+
+
+async def session_with_batch(
+    db: DriverConnection | AsyncConnection, tenant_id: str, session_id: str, first: FirstBatch
+) -> tuple[SessionState | None, Batch]:
+    """The session row and a first batch of its context read, in one statement (one round
+    trip, one snapshot): for a read that knows what its first batch will be (the same
+    session read before with the same budget). Postgres only."""
+    rows = first.rows
+    with_prefix = first.prefix_items > 0
+    variant = (first.include_system, with_prefix, rows)
+    query = _WITH_SESSION.get(variant)
+    if query is None:
+        query = _WITH_SESSION[variant] = RawQuery(
+            _with_session_statement(
+                include_system=first.include_system, with_prefix=with_prefix, rows=rows
+            )
+        )
+    params: dict[str, Any] = {"tenant_id": tenant_id, "session_id": session_id}
+    if with_prefix:
+        params["prefix_items"] = first.prefix_items
+    found = await query.rows(db, params)
+    state = next((state_of_json(r[8]) for r in found if r[0] == 2), None)
+    batch = _batch_of(found, rows)
+    if batch.session_version is None and state is not None:
+        batch = dataclasses.replace(batch, session_version=state.version)
+    return state, batch
 
 
 def _older(window: WindowKeys, window_start: int, rows: Sequence[tuple[int, Any, Any]]) -> Older:

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from app import jsonutil
 from app.domain.items import StoredItem
 from app.store.db_errors import DATABASE_ERRORS, domain_error_for
-from app.store.item_cache import ItemCache, PromptCache
+from app.store.item_cache import ItemCache, PromptCache, WindowSizes
 from app.store.migrate import ensure_sqlite_dir
 from app.store.raw import DriverConnection
 from app.store.statement_pool import StatementConnections
@@ -44,6 +44,7 @@ class Store:
         prompt_cache_entries: int = 0,
         item_cache_chars: int = 32 * 1024 * 1024,
         prompt_cache_chars: int = 16 * 1024 * 1024,
+        window_sizes: int = 0,
     ) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
@@ -68,6 +69,8 @@ class Store:
             if prompt_cache_entries > 0 and prompt_cache_chars > 0
             else None
         )
+        # how many keys each session's last context read needed (None: off)
+        self.window_sizes = WindowSizes(max_entries=window_sizes) if window_sizes > 0 else None
 
     @classmethod
     def from_url(
@@ -80,6 +83,7 @@ class Store:
         prompt_cache_entries: int = 0,
         item_cache_chars: int = 32 * 1024 * 1024,
         prompt_cache_chars: int = 16 * 1024 * 1024,
+        window_sizes: int = 0,
         lock_wait_seconds: float | None = None,
     ) -> Store:
         kwargs: dict[str, Any] = {
@@ -117,6 +121,7 @@ class Store:
             prompt_cache_entries=prompt_cache_entries,
             item_cache_chars=item_cache_chars,
             prompt_cache_chars=prompt_cache_chars,
+            window_sizes=window_sizes,
         )
 
     def remember_items(

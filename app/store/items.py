@@ -8,6 +8,7 @@ follows the rows returned, not the session's history.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,23 +45,76 @@ def item_of_row(row: sa.Row[Any]) -> StoredItem:
     # Positional, in ITEM_COLUMNS order: a context read decodes hundreds of rows and building
     # a mapping view per row costs more than the rest of the decoding.
     seq, item_id, text, tokens, chars, pinned, metadata, created_at, format = row[:9]
-    data = jsonutil.loads(text)
+    return _stored(
+        seq, item_id, jsonutil.loads(text), tokens, chars, pinned, metadata, created_at, format
+    )
+
+
+def _stored(
+    seq: int,
+    item_id: str,
+    data: Any,
+    tokens: int,
+    chars: int,
+    pinned: bool,
+    metadata: Any,
+    created_at: datetime,
+    format: str,
+) -> StoredItem:
+    """A stored item from its decoded columns (``data``: the stored JSON, decoded)."""
     if format == "canonical":
         body, record = body_from_dict(data), None
     else:  # the record as sent; the canonical body is its view, derived again here
         body, record = decode(format, data), data
+    # positional, in field order: keywords cost a frozen dataclass about twice as much
     return StoredItem(
-        body=body,
-        id=item_id,
-        seq=seq,
-        tokens=tokens,
-        chars=chars,
-        pinned=pinned,
-        metadata=metadata,
-        created_at=created_at,
-        format=format,
-        record=record,
+        body, item_id, seq, tokens, chars, pinned, metadata, created_at, format, record
     )
+
+
+# Items as one JSON text built by Postgres (``aggregate_sql``): an array of
+# ``[seq, item_id, body, tokens, chars, pinned, metadata, created_at_us, format]``. A context
+# read that misses the item cache decodes a hundred rows or more; psycopg builds each row and
+# decodes its JSON column one call at a time, which cost more than the decoding itself. Here
+# the whole answer is one string and one ``jsonutil.loads``: the stored body and metadata
+# texts are copied into it verbatim (``body`` is JSON text, ``metadata`` Postgres ``json``,
+# which keeps the text it was given), so each decodes exactly as on its own. ``created_at``
+# travels as integer microseconds since the epoch (exact: 16 digits).
+_AGGREGATE_ROW = (
+    "'[' || seq || ',' || to_json(item_id)::text || ',' || body || ',' || tokens || ',' "
+    "|| chars || ',' || CASE WHEN pinned THEN 'true' ELSE 'false' END || ',' "
+    "|| metadata::text || ',' "
+    "|| (extract(epoch FROM created_at) * 1000000)::bigint || ',' "
+    "|| to_json(format)::text || ']'"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def aggregate_sql(where: str) -> str:
+    """The Postgres statement giving the items that match ``where`` as one JSON text (NULL
+    when none does); decode it with ``items_of_aggregate``."""
+    return f"SELECT '[' || string_agg({_AGGREGATE_ROW}, ',') || ']' FROM items WHERE {where}"
+
+
+def items_of_aggregate(text: str | None) -> list[StoredItem]:
+    """The items of an ``aggregate_sql`` answer, in its order."""
+    if text is None:
+        return []
+    epoch, micros = _EPOCH, timedelta
+    return [
+        _stored(
+            seq,
+            item_id,
+            data,
+            tokens,
+            chars,
+            pinned,
+            metadata,
+            epoch + micros(microseconds=us),
+            fmt,
+        )
+        for seq, item_id, data, tokens, chars, pinned, metadata, us, fmt in jsonutil.loads(text)
+    ]
 
 
 def body_columns(item: NewItem | StoredItem, *, record_json: str | None = None) -> dict[str, Any]:

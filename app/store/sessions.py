@@ -17,7 +17,7 @@ from app.domain.retention import tenant_digest
 from app.domain.sessions import SessionState
 from app.store.raw import DriverConnection, RawQuery
 from app.store.retention import ErasedCounts, RetentionRepository
-from app.store.tables import UTCDateTime, tenant_erasures
+from app.store.tables import UTCDateTime, as_utc, tenant_erasures
 from app.store.tables import sessions as t
 
 SESSION_COLUMNS = [
@@ -99,6 +99,18 @@ def _new_row(
 
 def state_of_row(row: Sequence[Any]) -> SessionState:
     # positional: SESSION_COLUMNS is in SessionState's field order (a test checks it)
+    return SessionState(*row)
+
+
+def state_of_json(values: list[Any]) -> SessionState:
+    """A session row Postgres gave as one JSON array of ``SESSION_COLUMNS`` (built by
+    ``json_build_array``, decoded by the connection's JSON loader): the JSON columns are
+    copied into it as they are stored, so they decode as their own columns do; timestamps come
+    as ISO 8601 text."""
+    row = list(values)
+    for i in UTC_COLUMNS:
+        if row[i] is not None:
+            row[i] = as_utc(datetime.fromisoformat(row[i]))
     return SessionState(*row)
 
 

@@ -587,3 +587,64 @@ async def test_continued_batches_bring_the_mandatory_items_older_than_the_window
         # the first batch and one more, each keys, mandatory rows and version in one
         # statement (the bodies were cached by the appends; it took four before)
         assert statements == 2, statements
+
+
+@pytest.mark.parametrize("remember", [True, False])
+async def test_the_next_read_of_a_session_sizes_its_window_from_the_last(
+    backend: str, request: pytest.FixtureRequest, remember: bool
+) -> None:
+    """An agent's loop: short turns appended after long documents, the context read after each.
+    The first read needs two batches after the session row (the session's average item is far
+    larger than its newest ones); every later read of the same session and budget asks for what
+    the last one needed plus what was appended since (``CONTEXT_WINDOW_SIZES``): on SQLite the
+    row and one batch, on Postgres the row and that batch in one statement. Off, each read
+    takes three statements. Remembered or not, every prompt is the whole working memory's, also
+    after items leave working memory; a read the prompt cache answers stays one statement."""
+    from app.store import raw
+    from tests.conftest import make_settings
+
+    settings = make_settings(backend, request, context_window_sizes=100 if remember else 0)
+    async with serving(settings) as (rt, c):
+        sid = f"loop-window-{remember}"
+        await create(c, sid)
+        documents = [user(f"document {n}: " + "lorem ipsum dolor sit amet " * 300) for n in range(12)]
+        assert (await append(c, sid, documents)).status_code == 201
+        for start in range(0, 400, 50):
+            turns = [user(f"ok {n}") for n in range(start, start + 50)]
+            assert (await append(c, sid, turns)).status_code == 201
+        statements = 0
+        original = raw.RawQuery.rows
+
+        async def counted(self: raw.RawQuery, db: Any, params: Any) -> Any:
+            nonlocal statements
+            statements += 1
+            return await original(self, db, params)
+
+        budget = {"max_tokens": 1000, "format": "openai-chat"}
+        per_read: list[int] = []
+        raw.RawQuery.rows = counted  # type: ignore[method-assign]
+        try:
+            for turn in range(7):
+                if turn == 4:  # items leave working memory: the remembered size is only a hint
+                    r = await c.post(f"/v1/sessions/{sid}/compact", json={"policy": "window", "keep_last_items": 150})
+                    assert r.status_code in (200, 201), r.text
+                if turn != 6:  # the last read repeats the one before
+                    assert (await append(c, sid, [user(f"turn {turn}")])).status_code == 201
+                statements = 0
+                r = await c.get(f"/v1/sessions/{sid}/context", params=budget)
+                assert r.status_code == 200, r.text
+                per_read.append(statements)
+                expected = project_context(
+                    await whole_memory(c, sid), Budget(max_tokens=1000), format="openai-chat"
+                )
+                assert r.json()["messages"] == expected.payload["messages"]
+                assert r.json()["report"]["projected_items"] == expected.report.projected_items
+        finally:
+            raw.RawQuery.rows = original  # type: ignore[method-assign]
+        later = 1 if backend == "postgres" else 2
+        # (off: after the compaction the average item is small too, and one batch does)
+        assert per_read[:4] == ([3] + [later] * 3 if remember else [3, 3, 3, 3]), per_read
+        if remember:
+            # (the compaction's archive reads the bodies the window's new head needs once)
+            assert per_read[5] == later, per_read
+        assert per_read[6] == 1, per_read
