@@ -283,8 +283,10 @@ async def test_tenant_wide_semantic_and_hybrid_search(
             )
             return {"Authorization": f"Bearer {created.secret}"}
 
-        full, team, stranger = await key(tenant, None), await key(tenant, "team-a:"), await key(
-            other_tenant, None
+        full, team, stranger = (
+            await key(tenant, None),
+            await key(tenant, "team-a:"),
+            await key(other_tenant, None),
         )
         texts = {
             "team-a:one": ["the staging database password rotates weekly", "lunch at noon"],
@@ -345,12 +347,17 @@ async def test_tenant_wide_semantic_and_hybrid_search(
         body = r.json()
         assert body["mode"] == "hybrid"
         first = body["items"][0]
-        assert (first["session_id"], first["item"]["content"]) == ("team-a:two", "deploy E1042 failed")
+        assert (first["session_id"], first["item"]["content"]) == (
+            "team-a:two",
+            "deploy E1042 failed",
+        )
         assert first["scores"]["fulltext"] is not None and first["scores"]["semantic"] is not None
 
         # Pages of a tenant-wide hybrid search cover the unpaged result exactly.
         params = {"q": "the staging database", "min_score": -1}
-        whole = (await client.get("/v1/search", params=params | {"limit": 100}, headers=full)).json()
+        whole = (
+            await client.get("/v1/search", params=params | {"limit": 100}, headers=full)
+        ).json()
         assert len(whole["items"]) == 6
         seen: list[tuple[str, int]] = []
         cursor = None
