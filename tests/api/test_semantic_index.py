@@ -13,6 +13,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from app.services import keys as key_service
 from app.services.runtime import Runtime
 from app.store.vectors import unpack_vector
 from tests.conftest import make_settings
@@ -196,13 +197,24 @@ async def test_modes_with_semantic_search_off(backend: str, request: pytest.Fixt
         assert "semantic search is off" in r.json()["detail"]
 
 
+async def bearer_key(rt: Runtime, tenant_id: str, prefix: str | None) -> dict[str, str]:
+    """The Authorization header of a new read-write key of ``tenant_id`` (its sessions whose
+    id starts with ``prefix``; all of them for None)."""
+    created = await key_service.insert_key(
+        rt.store,
+        tenant_id=tenant_id,
+        command=key_service.KeyCreateCommand(
+            name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
+        ),
+    )
+    return {"Authorization": f"Bearer {created.secret}"}
+
+
 async def test_tenant_wide_semantic_and_hybrid_search(
     own_database: dict[str, object], fake_llm: FakeLLMServer
 ) -> None:
     """``GET /v1/search`` by meaning and hybrid: confined to the key's tenant and session
     prefix like full text, both scores shown, pages covering the whole result."""
-    from app.services import keys as key_service
-
     fake_llm.reset()
     settings = embedder_settings(
         own_database,
@@ -212,21 +224,10 @@ async def test_tenant_wide_semantic_and_hybrid_search(
     )
     async for client, rt in app_client(settings):
         tenant, other_tenant = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
-
-        async def key(tenant_id: str, prefix: str | None) -> dict[str, str]:
-            created = await key_service.insert_key(
-                rt.store,
-                tenant_id=tenant_id,
-                command=key_service.KeyCreateCommand(
-                    name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
-                ),
-            )
-            return {"Authorization": f"Bearer {created.secret}"}
-
         full, team, stranger = (
-            await key(tenant, None),
-            await key(tenant, "team-a:"),
-            await key(other_tenant, None),
+            await bearer_key(rt, tenant, None),
+            await bearer_key(rt, tenant, "team-a:"),
+            await bearer_key(rt, other_tenant, None),
         )
         texts = {
             "team-a:one": ["the staging database password rotates weekly", "lunch at noon"],
