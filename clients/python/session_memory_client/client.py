@@ -35,8 +35,8 @@ from session_memory_client.types import (
     ItemPage,
     PopResult,
     RestoreResult,
-    SearchResults,
     SearchMode,
+    SearchResults,
     SearchScope,
     Session,
     SessionPage,
@@ -410,7 +410,12 @@ class SessionMemoryClient(_Base):
         the lowest similarity of a hit found only by meaning."""
         return self._send(
             _core.search(
-                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                session_id,
+                q=q,
+                scope=scope,
+                limit=limit,
+                cursor=cursor,
+                mode=mode,
                 min_score=min_score,
             )  # fmt: skip
         )
@@ -773,7 +778,12 @@ class AsyncSessionMemoryClient(_Base):
         """Search one session, or every session the key sees (see the sync ``search``)."""
         return await self._send(
             _core.search(
-                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                session_id,
+                q=q,
+                scope=scope,
+                limit=limit,
+                cursor=cursor,
+                mode=mode,
                 min_score=min_score,
             )  # fmt: skip
         )
