@@ -199,22 +199,18 @@ class OpaqueItem(_Verbatim):
     @classmethod
     def _kind(cls, value: dict[str, Any]) -> Any:
         kind = value.get("type")
-        return kind if _usable_type(kind) else UNTYPED
+        return kind if is_usable_type(kind) else UNTYPED
 
 
 # The ``type`` an untyped opaque item is known by (queries, report notes); never sent back.
 UNTYPED = "untyped"
 
 
-def _usable_type(kind: Any) -> bool:
-    return isinstance(kind, str) and 0 < len(kind) <= 64 and "\x00" not in kind
-
-
 def is_usable_type(kind: Any) -> bool:
     """Whether ``kind`` can be an item's ``type``: a string of 1-64 characters without NUL
     (anything else makes an object without a ``role`` untyped, and one with a ``role`` a
     message missing its type)."""
-    return _usable_type(kind)
+    return isinstance(kind, str) and 0 < len(kind) <= 64 and "\x00" not in kind
 
 
 def is_untyped(body: CanonicalItem) -> bool:
@@ -575,7 +571,7 @@ def parse_canonical_items(raw: list[Any]) -> list[NewItem]:
             else PROVIDER_ENVELOPE_FIELDS
         )
         envelope = {k: data.pop(k) for k in keys if k in data}
-        if not _usable_type(kind) and "role" in data:
+        if not is_usable_type(kind) and "role" in data:
             # Every provider's message has a ``role``: an object with one is a message that
             # lacks its ``type``, not an opaque item; told which format it looks like.
             fmt = probable_format(entry)

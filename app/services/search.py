@@ -16,6 +16,7 @@ import logging
 import math
 import re
 import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -168,6 +169,63 @@ def _semantic_off() -> SemanticSearchOff:
     return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
 
 
+# What a semantic or hybrid search fuses: the full-text hits (none for ``semantic``) and the
+# ranking by meaning, (session id, seq) -> similarity, nearest first.
+_Rankings = tuple[list[SearchHit], list[tuple[tuple[str, int], float]]]
+
+
+async def _search_in_mode(
+    rt: Runtime,
+    actor: Actor,
+    *,
+    q: str,
+    mode: Mode,
+    min_score: float,
+    limit: int,
+    cursor: str | None,
+    fulltext: Callable[[], Awaitable[tuple[list[SearchHit], str | None]]],
+    rank: Callable[[str, str, list[float]], Awaitable[_Rankings]],
+    check_access: Callable[[], Awaitable[None]] | None = None,
+) -> SearchPage:
+    """A search in ``mode``, whether of one session or of the tenant: what differs is given.
+    ``fulltext()``: the full-text page (for ``fulltext``, and for ``hybrid`` when semantic
+    search is off or the query cannot be embedded); ``check_access()``: refuses a caller who
+    may not search there, after the query and cursor are checked and before the query is
+    embedded; ``rank(model, text, query_vector)``: the two rankings to fuse."""
+    embedder = rt.embedder
+    if mode == "semantic" and embedder is None:
+        raise _semantic_off()
+    if mode == "fulltext" or embedder is None:
+        return _fulltext_page(*await fulltext())
+    text = check_query(q)
+    after = decode_cursor(cursor) if cursor is not None else None
+    if check_access is not None:
+        await check_access()
+    if not text:
+        return SearchPage([], None, mode)
+    # The query is embedded before the reads (no connection held while the model runs); its
+    # size says which stored vectors it can be compared with.
+    query_vector = await _embed_query(embedder, text, mode=mode)
+    if query_vector is None:
+        return _fulltext_page(*await fulltext())
+    ft_hits, semantic = await rank(embedder.model, text, query_vector)
+    return await _fused_page(
+        rt,
+        actor,
+        text=text,
+        mode=mode,
+        ft_hits=ft_hits,
+        semantic=semantic,
+        min_score=min_score,
+        limit=limit,
+        after=after,
+    )
+
+
+def _fulltext_page(hits: list[SearchHit], next_cursor: str | None) -> SearchPage:
+    return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
+
+
 async def search_session_modes(
     rt: Runtime,
     actor: Actor,
@@ -186,59 +244,53 @@ async def search_session_modes(
     (``app.domain.recall.fuse``); each ranker contributes at most ``SEMANTIC_CANDIDATES``.
     With semantic search off, ``semantic`` is refused (403 ``semantic-search-off``) and ``hybrid`` answers as
     ``fulltext`` (the page says which mode it answered)."""
-    embedder = rt.embedder
-    if mode == "semantic" and embedder is None:
-        raise _semantic_off()
-    if mode == "fulltext" or embedder is None:
-        hits, next_cursor = await search_session(
-            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
-        )
-        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
-    text = check_query(q)
-    after = decode_cursor(cursor) if cursor is not None else None
-    async with rt.store.read() as db:
-        await load_session(db, actor, session_id)
-    if not text:
-        return SearchPage([], None, mode)
-    # The query is embedded before the reads (no connection held while the model runs); its
-    # size says which stored vectors it can be compared with.
-    query_vector = await _embed_query(embedder, text, mode=mode)
-    if query_vector is None:
-        hits, next_cursor = await search_session(
-            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
-        )
-        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
-    history = scope == "history"
-    dims = len(query_vector)
-    async with rt.store.read() as db:
-        ft_hits = (
-            await SearchRepository(db).search(
-                actor.tenant_id,
-                text,
-                session_id=session_id,
-                include_archived=history,
-                limit=SEMANTIC_CANDIDATES,
+
+    async def check_access() -> None:
+        async with rt.store.read() as db:
+            await load_session(db, actor, session_id)
+
+    async def rank(model: str, text: str, query_vector: list[float]) -> _Rankings:
+        history = scope == "history"
+        async with rt.store.read() as db:
+            ft_hits = (
+                await SearchRepository(db).search(
+                    actor.tenant_id,
+                    text,
+                    session_id=session_id,
+                    include_archived=history,
+                    limit=SEMANTIC_CANDIDATES,
+                )
+                if mode == "hybrid"
+                else []
             )
-            if mode == "hybrid"
-            else []
+            vectors = await session_vectors(
+                rt, db, actor.tenant_id, session_id, model, len(query_vector)
+            )
+            live = None if history else await live_seqs(db, actor.tenant_id, session_id)
+        mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
+        nearest_seqs = nearest_matrix(
+            query_vector,
+            vectors.seqs,
+            vectors.matrix,
+            limit=SEMANTIC_CANDIDATES,
+            mask=mask,
+            unit=True,
         )
-        vectors = await session_vectors(rt, db, actor.tenant_id, session_id, embedder.model, dims)
-        live = None if history else await live_seqs(db, actor.tenant_id, session_id)
-    mask = None if live is None else np.isin(vectors.seqs, np.asarray(live, dtype=np.int64))
-    nearest_seqs = nearest_matrix(
-        query_vector, vectors.seqs, vectors.matrix, limit=SEMANTIC_CANDIDATES, mask=mask, unit=True
-    )
-    semantic = [((session_id, int(seq)), sim) for seq, sim in nearest_seqs]
-    return await _fused_page(
+        return ft_hits, [((session_id, int(seq)), sim) for seq, sim in nearest_seqs]
+
+    return await _search_in_mode(
         rt,
         actor,
-        text=text,
+        q=q,
         mode=mode,
-        ft_hits=ft_hits,
-        semantic=semantic,
         min_score=min_score,
         limit=limit,
-        after=after,
+        cursor=cursor,
+        fulltext=lambda: search_session(
+            rt, actor, session_id, q=q, scope=scope, limit=limit, cursor=cursor
+        ),
+        check_access=check_access,
+        rank=rank,
     )
 
 
@@ -302,77 +354,63 @@ async def search_all_modes(
     fewer: the scan is then exact) and fuse them as a session's search does with the full-text
     ranking of at most ``TENANT_CANDIDATES`` matches. Semantic search off: as in
     ``search_session_modes``."""
-    embedder = rt.embedder
-    if mode == "semantic" and embedder is None:
-        raise _semantic_off()
-    if mode == "fulltext" or embedder is None:
-        hits, next_cursor = await search_all(
-            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
-        )
-        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
-    text = check_query(q)
-    after = decode_cursor(cursor) if cursor is not None else None
-    if not text:
-        return SearchPage([], None, mode)
-    query_vector = await _embed_query(embedder, text, mode=mode)
-    if query_vector is None:
-        hits, next_cursor = await search_all(
-            rt, actor, q=q, scope=scope, limit=limit, cursor=cursor
-        )
-        return SearchPage([ScoredHit(h, h.score, None) for h in hits], next_cursor, "fulltext")
-    history = scope == "history"
-    now = utcnow()
-    async with rt.store.read() as db:
-        ft_hits = (
-            await SearchRepository(db).search(
-                actor.tenant_id,
-                text,
-                session_prefix=actor.session_prefix,
-                include_archived=history,
-                limit=SEMANTIC_CANDIDATES,
-                candidates=TENANT_CANDIDATES,
-                live_at=now,
-            )
-            if mode == "hybrid"
-            else []
-        )
-    if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
-        async with rt.store.read(snapshot=True) as db:
-            semantic = await pgvector.tenant_nearest(
-                db,
-                actor.tenant_id,
-                embedder.model,
-                query_vector,
-                session_prefix=actor.session_prefix,
-                include_archived=history,
-                live_at=now,
-                limit=SEMANTIC_CANDIDATES,
-            )
-    else:
+
+    async def rank(model: str, text: str, query_vector: list[float]) -> _Rankings:
+        history = scope == "history"
+        now = utcnow()
         async with rt.store.read() as db:
-            packed = await tenant_packed(
-                db,
-                actor.tenant_id,
-                embedder.model,
-                dims=len(query_vector),
-                session_prefix=actor.session_prefix,
-                include_archived=history,
-                live_at=now,
-                candidates=TENANT_VECTOR_CANDIDATES,
+            ft_hits = (
+                await SearchRepository(db).search(
+                    actor.tenant_id,
+                    text,
+                    session_prefix=actor.session_prefix,
+                    include_archived=history,
+                    limit=SEMANTIC_CANDIDATES,
+                    candidates=TENANT_CANDIDATES,
+                    live_at=now,
+                )
+                if mode == "hybrid"
+                else []
             )
-        semantic = nearest_packed(
-            query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
-        )
-    return await _fused_page(
+        if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
+            async with rt.store.read(snapshot=True) as db:
+                semantic = await pgvector.tenant_nearest(
+                    db,
+                    actor.tenant_id,
+                    model,
+                    query_vector,
+                    session_prefix=actor.session_prefix,
+                    include_archived=history,
+                    live_at=now,
+                    limit=SEMANTIC_CANDIDATES,
+                )
+        else:
+            async with rt.store.read() as db:
+                packed = await tenant_packed(
+                    db,
+                    actor.tenant_id,
+                    model,
+                    dims=len(query_vector),
+                    session_prefix=actor.session_prefix,
+                    include_archived=history,
+                    live_at=now,
+                    candidates=TENANT_VECTOR_CANDIDATES,
+                )
+            semantic = nearest_packed(
+                query_vector, packed.keys, packed.blobs, dims=packed.dims, limit=SEMANTIC_CANDIDATES
+            )
+        return ft_hits, semantic
+
+    return await _search_in_mode(
         rt,
         actor,
-        text=text,
+        q=q,
         mode=mode,
-        ft_hits=ft_hits,
-        semantic=semantic,
         min_score=min_score,
         limit=limit,
-        after=after,
+        cursor=cursor,
+        fulltext=lambda: search_all(rt, actor, q=q, scope=scope, limit=limit, cursor=cursor),
+        rank=rank,
     )
 
 

@@ -8,80 +8,30 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from app.main import create_app
 from app.services.runtime import Runtime
-from app.settings import Settings
 from tests.conftest import make_settings
+from tests.support.embedder_app import (  # noqa: F401 (*_fixture: fixtures)
+    app_client,
+    fake_llm_fixture,
+    indexed_fixture,
+    own_database_fixture,
+)
 from tests.support.fake_llm import FakeLLMServer
-from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
-from tests.support.spec_check import ASYNC_HOOKS
 
 FACT = "the staging database password rotates every tuesday at noon"
 QUESTION = "when does the staging database password rotate?"
 FILLER = "we refactored module number {n} and the linter stayed quiet about widgets"
 
 
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as server:
-        yield server
-
-
-async def _client(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS
-        ) as client:
-            yield client, app.state.runtime
-
-
-@pytest.fixture(scope="module")
-def own_database(
-    backend: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, object]]:
-    """A database of this module's own (the shared one holds a backlog the indexer would
-    work through first)."""
-    if backend == "sqlite":
-        from app.store.migrate import upgrade
-
-        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('recall') / 'recall.db'}"
-        upgrade(url)
-        yield {"database_url": url, "redis_url": None}
-        return
-    url, name = create_pg_database()
-    try:
-        yield {"database_url": url, "redis_url": REDIS_URL}
-    finally:
-        drop_pg_database(name)
-
-
 @pytest.fixture
-async def indexed(
-    own_database: dict[str, object], fake_llm: FakeLLMServer
-) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
-    fake_llm.reset()
-    settings = Settings(
-        **own_database,  # type: ignore[arg-type]
-        auth={"mode": "off"},
-        embeddings={
-            "provider": "openai",
-            "base_url": fake_llm.base_url,
-            "model": f"fake-{uuid.uuid4().hex[:6]}",
-            "batch_size": 16,
-            "dimensions": 256,
-            "retries": 0,
-        },
-    )
-    async for pair in _client(settings):
-        yield pair
+def embedding_batch_size() -> int:
+    """Texts per embeddings request in ``indexed`` (tests/support/embedder_app.py: 4)."""
+    return 16
 
 
 def msg(role: str, text: str) -> dict[str, Any]:
@@ -292,7 +242,7 @@ async def test_recall_off_note_without_an_embedder(
     settings = make_settings(
         backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
     )
-    async for client, _ in _client(settings):
+    async for client, _ in app_client(settings):
         sid = f"rc-{uuid.uuid4().hex[:8]}"
         await append(client, sid, conversation(fillers=10))
         body = await context(

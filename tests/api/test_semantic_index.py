@@ -8,77 +8,24 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 import sqlalchemy as sa
 
-from app.main import create_app
+from app.services import keys as key_service
 from app.services.runtime import Runtime
-from app.settings import Settings
 from app.store.vectors import unpack_vector
 from tests.conftest import make_settings
+from tests.support.embedder_app import (  # noqa: F401 (*_fixture: fixtures)
+    app_client,
+    embedder_settings,
+    embedding_batch_size_fixture,
+    fake_llm_fixture,
+    indexed_fixture,
+    own_database_fixture,
+)
 from tests.support.fake_llm import FakeLLMServer, fake_embedding
-from tests.support.services import REDIS_URL, create_pg_database, drop_pg_database
-from tests.support.spec_check import ASYNC_HOOKS
-
-
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as server:
-        yield server
-
-
-async def _client(settings: object) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
-    app = create_app(settings)  # type: ignore[arg-type]
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://localhost", event_hooks=ASYNC_HOOKS
-        ) as client:
-            yield client, app.state.runtime
-
-
-@pytest.fixture(scope="module")
-def own_database(
-    backend: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, object]]:
-    """A database of this module's own: the indexer indexes every item without a vector, and
-    the shared test database holds the whole suite's items (a backlog these tests would wait on)."""
-    if backend == "sqlite":
-        from app.store.migrate import upgrade
-
-        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('semantic') / 'semantic.db'}"
-        upgrade(url)
-        yield {"database_url": url, "redis_url": None}
-        return
-    url, name = create_pg_database()
-    try:
-        yield {"database_url": url, "redis_url": REDIS_URL}
-    finally:
-        drop_pg_database(name)
-
-
-@pytest.fixture
-async def indexed(
-    own_database: dict[str, object], fake_llm: FakeLLMServer
-) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
-    fake_llm.reset()
-    settings = Settings(
-        **own_database,  # type: ignore[arg-type]
-        auth={"mode": "off"},
-        embeddings={
-            "provider": "openai",
-            "base_url": fake_llm.base_url,
-            "model": f"fake-{uuid.uuid4().hex[:6]}",  # a fresh model: only this test's items
-            "batch_size": 4,
-            "dimensions": 256,  # few hash collisions: texts sharing no word are far apart
-            "retries": 0,
-        },
-    )
-    async for pair in _client(settings):
-        yield pair
 
 
 async def append(client: httpx.AsyncClient, sid: str, texts: list[str]) -> None:
@@ -160,7 +107,7 @@ async def test_no_index_state_when_semantic_search_is_off(
     settings = make_settings(
         backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
     )
-    async for client, rt in _client(settings):
+    async for client, rt in app_client(settings):
         sid = f"idx-{uuid.uuid4().hex[:8]}"
         await append(client, sid, ["hello"])
         assert rt.embedder is None
@@ -236,7 +183,7 @@ async def test_modes_with_semantic_search_off(backend: str, request: pytest.Fixt
     settings = make_settings(
         backend, request, auth={"mode": "off"}, embeddings={"provider": "none"}
     )
-    async for client, _ in _client(settings):
+    async for client, _ in app_client(settings):
         sid = f"srch-{uuid.uuid4().hex[:8]}"
         await append(client, sid, ["the parser failed"])
         r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "parser", "mode": "hybrid"})
@@ -250,41 +197,37 @@ async def test_modes_with_semantic_search_off(backend: str, request: pytest.Fixt
         assert "semantic search is off" in r.json()["detail"]
 
 
+async def bearer_key(rt: Runtime, tenant_id: str, prefix: str | None) -> dict[str, str]:
+    """The Authorization header of a new read-write key of ``tenant_id`` (its sessions whose
+    id starts with ``prefix``; all of them for None)."""
+    created = await key_service.insert_key(
+        rt.store,
+        tenant_id=tenant_id,
+        command=key_service.KeyCreateCommand(
+            name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
+        ),
+    )
+    return {"Authorization": f"Bearer {created.secret}"}
+
+
 async def test_tenant_wide_semantic_and_hybrid_search(
     own_database: dict[str, object], fake_llm: FakeLLMServer
 ) -> None:
     """``GET /v1/search`` by meaning and hybrid: confined to the key's tenant and session
     prefix like full text, both scores shown, pages covering the whole result."""
-    from app.services import keys as key_service
-
     fake_llm.reset()
-    settings = Settings(
-        **own_database,  # type: ignore[arg-type]
+    settings = embedder_settings(
+        own_database,
+        fake_llm,
+        batch_size=8,
         auth={"mode": "on", "bootstrap_key": "bootstrap-key-for-tests-" + "x" * 24},
-        embeddings={
-            "provider": "openai",
-            "base_url": fake_llm.base_url,
-            "model": f"fake-{uuid.uuid4().hex[:6]}",
-            "batch_size": 8,
-            "dimensions": 256,
-            "retries": 0,
-        },
     )
-    async for client, rt in _client(settings):
+    async for client, rt in app_client(settings):
         tenant, other_tenant = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
-
-        async def key(tenant_id: str, prefix: str | None) -> dict[str, str]:
-            created = await key_service.insert_key(
-                rt.store,
-                tenant_id=tenant_id,
-                command=key_service.KeyCreateCommand(
-                    name="k", scopes=frozenset({"read", "write"}), session_prefix=prefix
-                ),
-            )
-            return {"Authorization": f"Bearer {created.secret}"}
-
-        full, team, stranger = await key(tenant, None), await key(tenant, "team-a:"), await key(
-            other_tenant, None
+        full, team, stranger = (
+            await bearer_key(rt, tenant, None),
+            await bearer_key(rt, tenant, "team-a:"),
+            await bearer_key(rt, other_tenant, None),
         )
         texts = {
             "team-a:one": ["the staging database password rotates weekly", "lunch at noon"],
@@ -345,12 +288,17 @@ async def test_tenant_wide_semantic_and_hybrid_search(
         body = r.json()
         assert body["mode"] == "hybrid"
         first = body["items"][0]
-        assert (first["session_id"], first["item"]["content"]) == ("team-a:two", "deploy E1042 failed")
+        assert (first["session_id"], first["item"]["content"]) == (
+            "team-a:two",
+            "deploy E1042 failed",
+        )
         assert first["scores"]["fulltext"] is not None and first["scores"]["semantic"] is not None
 
         # Pages of a tenant-wide hybrid search cover the unpaged result exactly.
         params = {"q": "the staging database", "min_score": -1}
-        whole = (await client.get("/v1/search", params=params | {"limit": 100}, headers=full)).json()
+        whole = (
+            await client.get("/v1/search", params=params | {"limit": 100}, headers=full)
+        ).json()
         assert len(whole["items"]) == 6
         seen: list[tuple[str, int]] = []
         cursor = None
@@ -452,23 +400,9 @@ async def test_a_model_change_reindexes_and_never_mixes_models(
     fake_llm.reset()
     sid = f"model-{uuid.uuid4().hex[:8]}"
 
-    def settings(model: str, dims: int) -> Settings:
-        return Settings(
-            **own_database,  # type: ignore[arg-type]
-            auth={"mode": "off"},
-            embeddings={
-                "provider": "openai",
-                "base_url": fake_llm.base_url,
-                "model": model,
-                "batch_size": 4,
-                "dimensions": dims,
-                "retries": 0,
-            },
-        )
-
     old, new = f"old-{uuid.uuid4().hex[:6]}", f"new-{uuid.uuid4().hex[:6]}"
     params = {"q": "glacier survey results", "mode": "semantic", "min_score": 0.3}
-    async for client, _ in _client(settings(old, 256)):
+    async for client, _ in app_client(embedder_settings(own_database, fake_llm, model=old)):
         await append(client, sid, ["the glacier survey results are in", "lunch menu"])
         await wait_indexed(client, sid, count=2)
         hits = (await client.get(f"/v1/sessions/{sid}/search", params=params)).json()["items"]
@@ -477,7 +411,9 @@ async def test_a_model_change_reindexes_and_never_mixes_models(
     # The new model answers with vectors of another size; the endpoint is down at first, so
     # nothing of the new model exists yet.
     fake_llm.configure("error", status=503)
-    async for client, rt in _client(settings(new, 128)):
+    async for client, rt in app_client(
+        embedder_settings(own_database, fake_llm, model=new, dimensions=128)
+    ):
         state = await index_state(client, sid)
         assert state == {"model": new, "indexed": 0, "pending": 2}  # the old vectors don't count
         # With the embedder down, the default (hybrid) answers as full text; semantic is a 502.

@@ -319,6 +319,35 @@ async def test_async_client_runs_the_same_loop(live_server: ServerProcess, new_i
             await sm.get_item(new_id, "itm_missing")
 
 
+def test_pages_follow_next_cursor_sent_as_cursor(live_server: ServerProcess, new_id: str) -> None:
+    """Items, history and events page with ``cursor`` (the previous page's ``next_cursor``);
+    ``after_seq``, the older name, still pages the same, and ``cursor`` wins over it."""
+    sent: list[httpx.URL] = []
+    http = httpx.Client(event_hooks={"request": [lambda request: sent.append(request.url)]})
+    with http, SessionMemoryClient(live_server.url, api_key=API_KEY, http_client=http) as sm:
+        texts = [f"line {n}" for n in range(5)]
+        sm.append_items(
+            new_id, [{"type": "message", "role": "user", "content": t} for t in texts], create=True
+        )
+        sm.pop_item(new_id)  # history keeps it: 5 items there, 4 in working memory
+
+        sent.clear()
+        assert [i["content"] for i in sm.iter_items(new_id, page_size=1)] == texts[:4]
+        pages = [url for url in sent if url.path.endswith("/items")]
+        assert [url.params.get("cursor") for url in pages] == [None, "1", "2", "3"]
+        assert not any("after_seq" in url.params for url in pages)
+
+        for listed in (sm.list_items, sm.list_history, sm.list_events):
+            first = listed(new_id, limit=2)
+            assert first["next_cursor"] is not None, listed.__name__
+            by_cursor = listed(new_id, cursor=first["next_cursor"], limit=2)
+            assert by_cursor == listed(new_id, after_seq=first["next_cursor"], limit=2)
+            assert by_cursor["items"][0]["seq"] > first["items"][-1]["seq"]
+            assert listed(new_id, cursor=first["next_cursor"], after_seq=0, limit=2) == by_cursor
+        history = sm.list_history(new_id, cursor=4)["items"]
+        assert [h["archived_reason"] for h in history] == ["popped"]
+
+
 def test_sync_and_async_clients_have_the_same_operations() -> None:
     def operations(cls: type) -> dict[str, inspect.Signature]:
         return {

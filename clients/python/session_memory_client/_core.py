@@ -241,9 +241,16 @@ def append_items(
     )
 
 
+def seq_cursor(cursor: int | None, after_seq: int | None) -> int | None:
+    """The ``cursor`` sent for a page of items, history or events: ``after_seq`` is its older
+    name (the same seq), still taken; ``cursor`` wins when both are given, as on the server."""
+    return cursor if cursor is not None else after_seq
+
+
 def list_items(
     session_id: str,
     *,
+    cursor: int | None,
     after_seq: int | None,
     limit: int | None,
     last: int | None,
@@ -252,7 +259,12 @@ def list_items(
     return Call(
         "GET",
         f"/v1/sessions/{seg(session_id)}/items",
-        params={"after_seq": after_seq, "limit": limit, "last": last, "format": format},
+        params={
+            "cursor": seq_cursor(cursor, after_seq),
+            "limit": limit,
+            "last": last,
+            "format": format,
+        },
     )
 
 
@@ -401,19 +413,23 @@ def fork(
     )
 
 
-def list_events(session_id: str, *, after_seq: int | None, limit: int | None) -> Call:
+def list_events(
+    session_id: str, *, cursor: int | None, after_seq: int | None, limit: int | None
+) -> Call:
     return Call(
         "GET",
         f"/v1/sessions/{seg(session_id)}/events",
-        params={"after_seq": after_seq, "limit": limit},
+        params={"cursor": seq_cursor(cursor, after_seq), "limit": limit},
     )
 
 
-def list_history(session_id: str, *, after_seq: int | None, limit: int | None) -> Call:
+def list_history(
+    session_id: str, *, cursor: int | None, after_seq: int | None, limit: int | None
+) -> Call:
     return Call(
         "GET",
         f"/v1/sessions/{seg(session_id)}/history",
-        params={"after_seq": after_seq, "limit": limit},
+        params={"cursor": seq_cursor(cursor, after_seq), "limit": limit},
     )
 
 

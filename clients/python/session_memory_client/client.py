@@ -35,8 +35,8 @@ from session_memory_client.types import (
     ItemPage,
     PopResult,
     RestoreResult,
-    SearchResults,
     SearchMode,
+    SearchResults,
     SearchScope,
     Session,
     SessionPage,
@@ -134,13 +134,13 @@ class SessionMemoryClient(_Base):
     ) -> Iterator[Item]:
         """All of working memory, oldest first, one page at a time (``format`` as in
         ``list_items``)."""
-        after: int | None = None
+        cursor: int | None = None
         while True:
-            page = self.list_items(session_id, after_seq=after, limit=page_size, format=format)
+            page = self.list_items(session_id, cursor=cursor, limit=page_size, format=format)
             yield from page["items"]
             if page["next_cursor"] is None:
                 return
-            after = page["next_cursor"]
+            cursor = page["next_cursor"]
 
     def create_session(
         self,
@@ -223,21 +223,31 @@ class SessionMemoryClient(_Base):
         self,
         session_id: str,
         *,
-        after_seq: int | None = None,
+        cursor: int | None = None,
         limit: int | None = None,
         last: int | None = None,
         format: Format | None = None,
+        after_seq: int | None = None,
     ) -> ItemPage:
-        """Working memory oldest first from ``after_seq``, or the newest ``last`` items.
+        """Working memory oldest first after ``cursor`` (the previous page's ``next_cursor``),
+        or the newest ``last`` items. ``after_seq`` is the older name of ``cursor`` (the same
+        seq), still taken; ``cursor`` wins when both are given.
 
         Without ``format``: the stored items (canonical view, with their envelope: ``id``,
         ``seq``, ``tokens``, ...). With ``format`` (``openai-responses``, ``openai-chat``,
         ``anthropic``): the page's items as that provider's items or messages, exactly as
         ingested when they were written in that format, else rendered in its idiom, with
         ``format`` and ``notes`` (what the format cannot carry and was left out; anthropic
-        adds ``system``). ``next_cursor`` is the ``after_seq`` of the next page."""
+        adds ``system``)."""
         return self._send(
-            _core.list_items(session_id, after_seq=after_seq, limit=limit, last=last, format=format)
+            _core.list_items(
+                session_id,
+                cursor=cursor,
+                after_seq=after_seq,
+                limit=limit,
+                last=last,
+                format=format,
+            )
         )
 
     def get_item(self, session_id: str, item_id: str) -> Item:
@@ -383,16 +393,32 @@ class SessionMemoryClient(_Base):
         )
 
     def list_events(
-        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        cursor: int | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
     ) -> EventPage:
-        """The operation log, oldest first."""
-        return self._send(_core.list_events(session_id, after_seq=after_seq, limit=limit))
+        """The operation log, oldest first; pass ``next_cursor`` back as ``cursor``
+        (``after_seq``: its older name, as in ``list_items``)."""
+        return self._send(
+            _core.list_events(session_id, cursor=cursor, after_seq=after_seq, limit=limit)
+        )
 
     def list_history(
-        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        cursor: int | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
     ) -> HistoryPage:
-        """Every item ever appended (archived ones too), oldest first."""
-        return self._send(_core.list_history(session_id, after_seq=after_seq, limit=limit))
+        """Every item ever appended (archived ones too), oldest first; pass ``next_cursor``
+        back as ``cursor`` (``after_seq``: its older name, as in ``list_items``)."""
+        return self._send(
+            _core.list_history(session_id, cursor=cursor, after_seq=after_seq, limit=limit)
+        )
 
     def search(
         self,
@@ -410,7 +436,12 @@ class SessionMemoryClient(_Base):
         the lowest similarity of a hit found only by meaning."""
         return self._send(
             _core.search(
-                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                session_id,
+                q=q,
+                scope=scope,
+                limit=limit,
+                cursor=cursor,
+                mode=mode,
                 min_score=min_score,
             )  # fmt: skip
         )
@@ -493,16 +524,14 @@ class AsyncSessionMemoryClient(_Base):
     ) -> AsyncIterator[Item]:
         """All of working memory, oldest first, one page at a time (``format`` as in
         ``list_items``)."""
-        after: int | None = None
+        cursor: int | None = None
         while True:
-            page = await self.list_items(
-                session_id, after_seq=after, limit=page_size, format=format
-            )
+            page = await self.list_items(session_id, cursor=cursor, limit=page_size, format=format)
             for item in page["items"]:
                 yield item
             if page["next_cursor"] is None:
                 return
-            after = page["next_cursor"]
+            cursor = page["next_cursor"]
 
     async def create_session(
         self,
@@ -585,21 +614,31 @@ class AsyncSessionMemoryClient(_Base):
         self,
         session_id: str,
         *,
-        after_seq: int | None = None,
+        cursor: int | None = None,
         limit: int | None = None,
         last: int | None = None,
         format: Format | None = None,
+        after_seq: int | None = None,
     ) -> ItemPage:
-        """Working memory oldest first from ``after_seq``, or the newest ``last`` items.
+        """Working memory oldest first after ``cursor`` (the previous page's ``next_cursor``),
+        or the newest ``last`` items. ``after_seq`` is the older name of ``cursor`` (the same
+        seq), still taken; ``cursor`` wins when both are given.
 
         Without ``format``: the stored items (canonical view, with their envelope: ``id``,
         ``seq``, ``tokens``, ...). With ``format`` (``openai-responses``, ``openai-chat``,
         ``anthropic``): the page's items as that provider's items or messages, exactly as
         ingested when they were written in that format, else rendered in its idiom, with
         ``format`` and ``notes`` (what the format cannot carry and was left out; anthropic
-        adds ``system``). ``next_cursor`` is the ``after_seq`` of the next page."""
+        adds ``system``)."""
         return await self._send(
-            _core.list_items(session_id, after_seq=after_seq, limit=limit, last=last, format=format)
+            _core.list_items(
+                session_id,
+                cursor=cursor,
+                after_seq=after_seq,
+                limit=limit,
+                last=last,
+                format=format,
+            )
         )
 
     async def get_item(self, session_id: str, item_id: str) -> Item:
@@ -748,16 +787,32 @@ class AsyncSessionMemoryClient(_Base):
         )
 
     async def list_events(
-        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        cursor: int | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
     ) -> EventPage:
-        """The operation log, oldest first."""
-        return await self._send(_core.list_events(session_id, after_seq=after_seq, limit=limit))
+        """The operation log, oldest first; pass ``next_cursor`` back as ``cursor``
+        (``after_seq``: its older name, as in ``list_items``)."""
+        return await self._send(
+            _core.list_events(session_id, cursor=cursor, after_seq=after_seq, limit=limit)
+        )
 
     async def list_history(
-        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        cursor: int | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
     ) -> HistoryPage:
-        """Every item ever appended (archived ones too), oldest first."""
-        return await self._send(_core.list_history(session_id, after_seq=after_seq, limit=limit))
+        """Every item ever appended (archived ones too), oldest first; pass ``next_cursor``
+        back as ``cursor`` (``after_seq``: its older name, as in ``list_items``)."""
+        return await self._send(
+            _core.list_history(session_id, cursor=cursor, after_seq=after_seq, limit=limit)
+        )
 
     async def search(
         self,
@@ -773,7 +828,12 @@ class AsyncSessionMemoryClient(_Base):
         """Search one session, or every session the key sees (see the sync ``search``)."""
         return await self._send(
             _core.search(
-                session_id, q=q, scope=scope, limit=limit, cursor=cursor, mode=mode,
+                session_id,
+                q=q,
+                scope=scope,
+                limit=limit,
+                cursor=cursor,
+                mode=mode,
                 min_score=min_score,
             )  # fmt: skip
         )

@@ -33,7 +33,6 @@ Needs ``langchain-core`` (``pip install "session-memory-client[langchain]"``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,14 +49,11 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from session_memory_client import _core
-from session_memory_client._bridge import blocking
+from session_memory_client import _bridge, _core
 from session_memory_client.client import AsyncSessionMemoryClient, SessionMemoryClient
-from session_memory_client.errors import NotFoundError
 
 FORMAT = "openai-chat"
 FIELD = "langchain"  # the key holding the LangChain message in each stored Chat message
-PAGE = 1000
 
 
 class ServiceChatMessageHistory(BaseChatMessageHistory):
@@ -83,100 +79,38 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        if isinstance(self.client, SessionMemoryClient):
-            try:
-                listed = list(
-                    self.client.iter_items(self.session_id, page_size=PAGE, format=FORMAT)
-                )
-            except NotFoundError:
-                return []
-            return [from_chat(m) for m in listed]
-        return blocking(self.aget_messages)
+        return [from_chat(m) for m in _bridge.items(self.client, self.session_id, format=FORMAT)]
 
     async def aget_messages(self) -> list[BaseMessage]:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            return await asyncio.to_thread(lambda: self.messages)
-        try:
-            listed = [
-                m async for m in client.iter_items(self.session_id, page_size=PAGE, format=FORMAT)
-            ]
-        except NotFoundError:
-            return []
+        listed = await _bridge.aitems(self.client, self.session_id, format=FORMAT)
         return [from_chat(m) for m in listed]
 
     def get_prompt(self, **budget: Any) -> list[BaseMessage]:
         """The budgeted next-turn prompt as LangChain messages ([] for a missing session)."""
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            return blocking(lambda: self.aget_prompt(**budget))
-        try:
-            context = client.get_context(self.session_id, FORMAT, **{**self.context, **budget})
-        except NotFoundError:
-            return []
-        return [from_chat(m) for m in context.get("messages") or []]
+        budget = {**self.context, **budget}
+        listed = _bridge.prompt(self.client, self.session_id, format=FORMAT, budget=budget)
+        return [from_chat(m) for m in listed]
 
     async def aget_prompt(self, **budget: Any) -> list[BaseMessage]:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            return await asyncio.to_thread(lambda: self.get_prompt(**budget))
-        try:
-            context = await client.get_context(
-                self.session_id, FORMAT, **{**self.context, **budget}
-            )
-        except NotFoundError:
-            return []
-        return [from_chat(m) for m in context.get("messages") or []]
+        budget = {**self.context, **budget}
+        listed = await _bridge.aprompt(self.client, self.session_id, format=FORMAT, budget=budget)
+        return [from_chat(m) for m in listed]
 
     # -- writes ---------------------------------------------------------------------------
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            blocking(lambda: self.aadd_messages(messages))
-            return
-        if messages:
-            client.append_items(
-                self.session_id,
-                [to_chat(m) for m in messages],
-                format=FORMAT,
-                create=True,
-                idempotency_key=_core.idem_key(None, True),
-            )
+        batch = [to_chat(m) for m in messages]
+        _bridge.append(self.client, self.session_id, batch, format=FORMAT)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            await asyncio.to_thread(self.add_messages, messages)
-            return
-        if messages:
-            await client.append_items(
-                self.session_id,
-                [to_chat(m) for m in messages],
-                format=FORMAT,
-                create=True,
-                idempotency_key=_core.idem_key(None, True),
-            )
+        batch = [to_chat(m) for m in messages]
+        await _bridge.aappend(self.client, self.session_id, batch, format=FORMAT)
 
     def clear(self) -> None:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            blocking(self.aclear)
-            return
-        try:
-            client.clear_items(self.session_id)
-        except NotFoundError:
-            return
+        _bridge.clear(self.client, self.session_id)
 
     async def aclear(self) -> None:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            await asyncio.to_thread(self.clear)
-            return
-        try:
-            await client.clear_items(self.session_id)
-        except NotFoundError:
-            return
+        await _bridge.aclear(self.client, self.session_id)
 
 
 # -- the mapping ----------------------------------------------------------------------------

@@ -37,7 +37,6 @@ method works with either). Needs ``pydantic-ai-slim`` (``pip install
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
 from collections.abc import Mapping, Sequence
@@ -59,14 +58,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from session_memory_client import _core
-from session_memory_client._bridge import blocking
+from session_memory_client import _bridge, _core
 from session_memory_client.client import AsyncSessionMemoryClient, SessionMemoryClient
-from session_memory_client.errors import NotFoundError
 
 FORMAT = "openai-chat"
 FIELD = "pydantic_ai"
-PAGE = 1000
 
 
 class ServiceMessageHistory:
@@ -88,98 +84,32 @@ class ServiceMessageHistory:
         self.context = dict(context or {})
 
     def load(self) -> list[ModelMessage]:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            return blocking(self.aload)
-        try:
-            listed = list(client.iter_items(self.session_id, page_size=PAGE, format=FORMAT))
-        except NotFoundError:
-            return []
-        return from_chat(listed)
+        return from_chat(_bridge.items(self.client, self.session_id, format=FORMAT))
 
     async def aload(self) -> list[ModelMessage]:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            return await asyncio.to_thread(self.load)
-        try:
-            listed = [
-                m async for m in client.iter_items(self.session_id, page_size=PAGE, format=FORMAT)
-            ]
-        except NotFoundError:
-            return []
-        return from_chat(listed)
+        return from_chat(await _bridge.aitems(self.client, self.session_id, format=FORMAT))
 
     def save(self, messages: Sequence[ModelMessage]) -> None:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            blocking(lambda: self.asave(messages))
-            return
-        batch = to_chat(messages)
-        if batch:
-            client.append_items(
-                self.session_id,
-                batch,
-                format=FORMAT,
-                create=True,
-                idempotency_key=_core.idem_key(None, True),
-            )
+        _bridge.append(self.client, self.session_id, to_chat(messages), format=FORMAT)
 
     async def asave(self, messages: Sequence[ModelMessage]) -> None:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            await asyncio.to_thread(self.save, messages)
-            return
-        batch = to_chat(messages)
-        if batch:
-            await client.append_items(
-                self.session_id,
-                batch,
-                format=FORMAT,
-                create=True,
-                idempotency_key=_core.idem_key(None, True),
-            )
+        await _bridge.aappend(self.client, self.session_id, to_chat(messages), format=FORMAT)
 
     def prompt(self, **budget: Any) -> list[ModelMessage]:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            return blocking(lambda: self.aprompt(**budget))
-        try:
-            context = client.get_context(self.session_id, FORMAT, **{**self.context, **budget})
-        except NotFoundError:
-            return []
-        return from_chat(context.get("messages") or [])
+        budget = {**self.context, **budget}
+        return from_chat(_bridge.prompt(self.client, self.session_id, format=FORMAT, budget=budget))
 
     async def aprompt(self, **budget: Any) -> list[ModelMessage]:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            return await asyncio.to_thread(lambda: self.prompt(**budget))
-        try:
-            context = await client.get_context(
-                self.session_id, FORMAT, **{**self.context, **budget}
-            )
-        except NotFoundError:
-            return []
-        return from_chat(context.get("messages") or [])
+        budget = {**self.context, **budget}
+        return from_chat(
+            await _bridge.aprompt(self.client, self.session_id, format=FORMAT, budget=budget)
+        )
 
     def clear(self) -> None:
-        client = self.client
-        if isinstance(client, AsyncSessionMemoryClient):
-            blocking(self.aclear)
-            return
-        try:
-            client.clear_items(self.session_id)
-        except NotFoundError:
-            return
+        _bridge.clear(self.client, self.session_id)
 
     async def aclear(self) -> None:
-        client = self.client
-        if isinstance(client, SessionMemoryClient):
-            await asyncio.to_thread(self.clear)
-            return
-        try:
-            await client.clear_items(self.session_id)
-        except NotFoundError:
-            return
+        await _bridge.aclear(self.client, self.session_id)
 
 
 # -- ModelMessage -> Chat messages ----------------------------------------------------------

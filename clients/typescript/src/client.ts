@@ -202,10 +202,12 @@ export class SessionMemoryClient {
     });
   }
 
-  /** Working memory, oldest first from `after_seq`, or the newest `last` items. Without
-   * `format`: the stored items with their envelope (`id`, `seq`, `tokens`, ...). With
-   * `format`: the items as that provider's items or messages, exactly as written when they
-   * were written in it, else rendered in its idiom (`notes` says what it cannot carry). */
+  /** Working memory, oldest first after `cursor` (the previous page's `next_cursor`), or the
+   * newest `last` items. `after_seq` is the older name of `cursor` (the same seq), still
+   * taken; `cursor` wins when both are sent. Without `format`: the stored items with their
+   * envelope (`id`, `seq`, `tokens`, ...). With `format`: the items as that provider's items
+   * or messages, exactly as written when they were written in it, else rendered in its
+   * idiom (`notes` says what it cannot carry). */
   listItems(sessionId: string, query?: ListItemsQuery & { format?: undefined }, options?: CallOptions): Promise<ItemPage>;
   listItems(sessionId: string, query: ListItemsQuery & { format: Format }, options?: CallOptions): Promise<RenderedItemPage>;
   listItems(sessionId: string, query: ListItemsQuery = {}, options: CallOptions = {}): Promise<ItemPage | RenderedItemPage> {
@@ -219,10 +221,10 @@ export class SessionMemoryClient {
     sessionId: string,
     options: { pageSize?: number; format?: Format | undefined } & CallOptions = {},
   ): AsyncGenerator<Item | Record<string, unknown>> {
-    let after: number | undefined;
+    let cursor: number | undefined;
     for (;;) {
       const query: ListItemsQuery = { limit: options.pageSize ?? 500, format: options.format };
-      if (after !== undefined) query.after_seq = after;
+      if (cursor !== undefined) query.cursor = cursor;
       const page: ItemPage | RenderedItemPage = await this.#send({
         method: "GET",
         path: `/v1/sessions/${seg(sessionId)}/items`,
@@ -232,7 +234,7 @@ export class SessionMemoryClient {
       });
       yield* page.items;
       if (page.next_cursor === null) return;
-      after = page.next_cursor;
+      cursor = page.next_cursor;
     }
   }
 
@@ -329,12 +331,14 @@ export class SessionMemoryClient {
 
   // --- history, events, search ---------------------------------------------------------------
 
-  /** The operation log, oldest first. */
+  /** The operation log, oldest first; pass `next_cursor` back as `cursor` (`after_seq`: its
+   * older name, as in `listItems`). */
   listEvents(sessionId: string, query: PageQuery = {}, options: CallOptions = {}): Promise<EventPage> {
     return this.#send({ method: "GET", path: `/v1/sessions/${seg(sessionId)}/events`, query, retry: "safe", signal: options.signal });
   }
 
-  /** Every item ever appended (compacted, popped and cleared ones too), oldest first. */
+  /** Every item ever appended (compacted, popped and cleared ones too), oldest first; pass
+   * `next_cursor` back as `cursor` (`after_seq`: its older name, as in `listItems`). */
   listHistory(sessionId: string, query: PageQuery = {}, options: CallOptions = {}): Promise<HistoryPage> {
     return this.#send({ method: "GET", path: `/v1/sessions/${seg(sessionId)}/history`, query, retry: "safe", signal: options.signal });
   }

@@ -30,7 +30,7 @@ export type ListSessionsQuery = Query<"listSessions">;
 // --- items -----------------------------------------------------------------------------------
 /** A stored item: its canonical fields and its envelope (`id`, `seq`, `tokens`, ...). */
 export type Item = Schemas["ItemList"]["items"][number];
-/** A page of stored items; `next_cursor` is the `after_seq` of the next page. */
+/** A page of stored items; pass `next_cursor` back as `cursor` for the next page. */
 export type ItemPage = Schemas["ItemList"];
 /** A page of items rendered in a provider's format (`listItems(id, { format })`). */
 export type RenderedItemPage = Schemas["RenderedItemList"];

@@ -139,6 +139,35 @@ describe("append in every format", () => {
     const history = await sm.listHistory(id);
     assert.equal(history.items.length, 3); // popped and cleared items stay in history
   });
+
+  test("pages follow next_cursor, sent as cursor; after_seq still pages the same", async () => {
+    const id = newId("pages");
+    const sent: URL[] = [];
+    const watched = client({
+      fetch: (input, init) => {
+        sent.push(new URL(input instanceof Request ? input.url : input));
+        return fetch(input, init);
+      },
+    });
+    const texts = ["one", "two", "three", "four"];
+    await watched.appendItems(id, { items: texts.map((content) => ({ type: "message", role: "user", content })) }, { create: true });
+    sent.length = 0;
+    const items: Item[] = [];
+    for await (const item of watched.iterItems(id, { pageSize: 1 })) items.push(item);
+    assert.deepEqual(items.map((i) => (i as { content?: unknown }).content), texts);
+    assert.deepEqual(sent.map((url) => url.searchParams.get("cursor")), [null, "1", "2", "3"]);
+    assert.ok(sent.every((url) => !url.searchParams.has("after_seq")));
+
+    const first = await sm.listHistory(id, { limit: 2 });
+    assert.equal(first.next_cursor, 2);
+    const next = await sm.listHistory(id, { cursor: first.next_cursor, limit: 2 });
+    assert.deepEqual(next.items.map((i) => i.seq), [3, 4]);
+    assert.deepEqual(await sm.listHistory(id, { after_seq: 2, limit: 2 }), next);
+    const events = await sm.listEvents(id, { limit: 1 });
+    assert.notEqual(events.next_cursor, null);
+    const after = await sm.listEvents(id, { cursor: events.next_cursor!, limit: 1 });
+    assert.ok(after.items[0]!.seq > events.items[0]!.seq);
+  });
 });
 
 describe("context, compaction, snapshots, history, search", () => {
