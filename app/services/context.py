@@ -55,7 +55,7 @@ from app.store.context import (
     WindowKeys,
     session_with_batch,
 )
-from app.store.item_cache import WindowSize
+from app.store.item_cache import WindowSize, WindowSizes
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
 
@@ -139,20 +139,7 @@ async def read_context(
     # connection without SQLAlchemy's Connection around it (``Store.statements``).
     connection = rt.store.read() if rt.store.is_sqlite else rt.store.statements()
     async with connection as db:
-        first: tuple[FirstBatch, Batch] | None = None
-        if last is not None and not last.cached and not rt.store.is_sqlite:
-            # Read before with this budget, and not answered by the prompt cache then (an
-            # agent's loop writes between reads): the session row and the first batch the
-            # last read took, with room for what was appended since, in one statement.
-            check_visible(actor, session_id)
-            plan = FirstBatch(last.include_system, last.prefix_items, last.keys + last.keys // 8)
-            row, batch = await session_with_batch(db, actor.tenant_id, session_id, plan)
-            state = found(row, session_id)
-            first = (plan, batch)
-        else:
-            # The session row alone (one statement, no transaction) says if the prompt is
-            # known; if not, the same connection goes on with the usual case.
-            state = await load_session(db, actor, session_id)
+        state, first = await _first_statement(rt, db, actor, session_id, last)
         full = _budget(state, overrides)
         budget = full.reserved()  # the rest of the prompt (recall's share set aside)
         started = None
@@ -170,17 +157,7 @@ async def read_context(
                 return cached
         settled = None
         if sizes is not None and sized is not None:
-            key = sized
-
-            def settled(keys: int) -> None:
-                assert sizes is not None
-                sizes.put(
-                    key,
-                    WindowSize(
-                        state.item_count, keys, budget.keep_system, budget.pinned_prefix_items
-                    ),
-                )
-
+            settled = _remember(sizes, sized, state, budget)
         try:
             at_once, stale = await _at_once(
                 rt, db, actor, state, budget, format, last=last, first=first, settled=settled
@@ -212,6 +189,39 @@ async def read_context(
             _memo_key(actor, state, format, budget), result, chars=projected.report.projected_chars
         )
     return result
+
+
+async def _first_statement(
+    rt: Runtime,
+    db: AsyncConnection | DriverConnection,
+    actor: Actor,
+    session_id: str,
+    last: WindowSize | None,
+) -> tuple[SessionState, tuple[FirstBatch, Batch] | None]:
+    """The session row, and on Postgres with it the first batch of a read like ``last``."""
+    if last is None or last.cached or rt.store.is_sqlite:
+        # The session row alone (one statement, no transaction) says if the prompt is known;
+        # if not, the same connection goes on with the usual case.
+        return await load_session(db, actor, session_id), None
+    # Read before with this budget, and not answered by the prompt cache then (an agent's
+    # loop writes between reads): the session row and the first batch the last read took,
+    # with room for what was appended since, in one statement.
+    check_visible(actor, session_id)
+    plan = FirstBatch(last.include_system, last.prefix_items, last.keys + last.keys // 8)
+    row, batch = await session_with_batch(db, actor.tenant_id, session_id, plan)
+    return found(row, session_id), (plan, batch)
+
+
+def _remember(
+    sizes: WindowSizes, key: Hashable, state: SessionState, budget: Budget
+) -> Callable[[int], None]:
+    """What ``_at_once`` tells the keys its window took, to size the next read like it."""
+
+    def settled(keys: int) -> None:
+        size = WindowSize(state.item_count, keys, budget.keep_system, budget.pinned_prefix_items)
+        sizes.put(key, size)
+
+    return settled
 
 
 def _sizes_key(actor: Actor, session_id: str, overrides: Mapping[str, object]) -> Hashable | None:
