@@ -81,3 +81,13 @@ def test_a_missing_package_is_named() -> None:
     with pytest.raises(EmbeddingError, match="no_such_model_package") as caught:
         _package_dir("no_such_model_package")
     assert caught.value.cause == "model"
+
+
+async def test_the_model_gives_the_vectors_it_always_gave(embedder: BuiltinEmbedder) -> None:
+    """Stored vectors are only comparable with new ones if the model computes what it always
+    did: onnxruntime's session options (memory arena, graph optimisations, prepacking) must not
+    change the arithmetic. The first components of one text's vector, as the pinned model gave
+    them when the index was built (a tolerance for CPU-specific kernels)."""
+    [vector] = await embedder.embed(["The deploy key rotates on Mondays."])
+    expected = [0.01402, -0.02808, 0.04099, -0.03627, 0.00308, -0.00442]
+    assert all(math.isclose(a, b, abs_tol=5e-5) for a, b in zip(vector, expected, strict=False))

@@ -83,6 +83,12 @@ class _Model:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # No arena and no memory pattern: onnxruntime then gives each run's buffers back
+        # instead of keeping the largest batch's, so a worker's memory does not stay at its
+        # peak (measured: 349 -> 186 MB above the process after a batch of long texts; the
+        # same CPU time, bit-identical vectors).
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         self.session = ort.InferenceSession(
             str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
