@@ -737,9 +737,11 @@ def test_openai_responses_trimmed_reasoning_keeps_its_openai_id_or_is_left_out()
     validate_payload(FMT_R, result.payload)
 
 
-def test_openai_responses_native_reasoning_without_its_id_is_left_out() -> None:
-    """A Responses reasoning record is sent as it was stored only with its own ``id`` (an id
-    OpenAI issued, a record without one the API would refuse); its item id is never used."""
+def test_openai_responses_native_reasoning_is_sent_as_appended_and_trimmed_under_its_id() -> None:
+    """Reasoning appended in openai-responses goes back as it was appended, ``id`` or none (the
+    client's own item: the TypeScript AI SDK adapter appends reasoning without one); trimmed,
+    this format writes it itself, under its record's ``id`` only: without one it is left out,
+    never sent under our item id."""
     items = store(
         ingest(
             FMT_R,
@@ -749,18 +751,24 @@ def test_openai_responses_native_reasoning_without_its_id_is_left_out() -> None:
                 {"type": "message", "role": "assistant", "content": "a"},
                 {"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "gAAA"},
                 {"type": "message", "role": "assistant", "content": "b"},
+                {"type": "message", "role": "user", "content": "next"},
             ],
         )
     )
-    for budget in (Budget(), Budget(trim_old_reasoning=True, max_tokens=10_000)):
-        result = project_context(Session(items=items, summary=None).source(), budget, format=FMT_R)
-        assert [r["id"] for r in _reasoning_of(result.payload)] == ["rs_x"]
-        assert result.report.dropped_ranges == [(2, 2)]
-        assert any(n.startswith(_UNISSUED.format(1)) for n in result.report.notes)
-    # read back as stored (GET /items?format=openai-responses): the same rule, and its note
-    listing = render_listing(FMT_R, items)
-    assert [r["id"] for r in _reasoning_of(listing)] == ["rs_x"]
-    notes = left_out(FMT_R, items)
-    assert len(notes) == 1 and notes[0].startswith(_UNISSUED.format(1)), notes
-    # in the canonical listing (and every other format's rules) nothing changes
-    assert len(render_listing("canonical", items)["items"]) == 5
+    source = Session(items=items, summary=None).source()
+    result = project_context(source, Budget(), format=FMT_R)
+    assert result.payload["input"] == [it.record for it in items]
+    assert result.report.notes == [] and result.report.dropped_ranges == []
+    assert render_listing(FMT_R, items)["input"] == [it.record for it in items]
+    assert left_out(FMT_R, items) == []
+
+    trimmed = project_context(source, Budget(trim_old_reasoning=True), format=FMT_R)
+    assert _reasoning_of(trimmed.payload) == [{"type": "reasoning", "id": "rs_x", "summary": []}]
+    assert "itm_" not in json.dumps(trimmed.payload)
+    assert trimmed.report.dropped_ranges == [(2, 2)]
+    assert (trimmed.report.projected_items, trimmed.report.dropped_items) == (5, 1)
+    assert "tier2: trimmed 1 reasoning items" in trimmed.report.notes
+    assert any(n.startswith(_UNISSUED.format(1)) for n in trimmed.report.notes)
+    usage = payload_usage(FMT_R, trimmed.payload)
+    assert (trimmed.report.projected_tokens, trimmed.report.projected_chars) == usage
+    validate_payload(FMT_R, trimmed.payload)

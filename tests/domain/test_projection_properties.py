@@ -496,14 +496,17 @@ class Spec:
         return it.id if it.format == "canonical" and it.id.startswith("rs_") else None
 
     def unissued(self, seq: int) -> bool:
-        """OpenAI-style reasoning that openai-responses leaves out for want of an OpenAI id."""
-        b = self.by_seq[seq].body
+        """OpenAI-style reasoning that openai-responses leaves out for want of an OpenAI id:
+        reasoning it writes itself (not appended in it; the strategies give what they append
+        in it its ``rs_`` id, so that trimmed it keeps one)."""
+        it = self.by_seq[seq]
+        b = it.body
         return (
             self.fmt == "openai-responses"
             and isinstance(b, ReasoningItem)
             and b.signature is None
             and not b.redacted
-            and self.by_seq[seq].format != "gemini"
+            and it.format not in ("gemini", "openai-responses")
             and self.openai_reasoning_id(seq) is None
         )
 
@@ -520,7 +523,8 @@ class Spec:
                 "openai-chat": False,
                 "openai-responses": b.signature is None
                 and not b.redacted
-                and self.openai_reasoning_id(seq) is not None,
+                and it.format != "gemini"
+                and not self.unissued(seq),
                 "anthropic": anthropic_style,
                 # only reasoning written in gemini (thought parts) has a counterpart there
                 "gemini": it.format == "gemini",

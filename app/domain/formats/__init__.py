@@ -19,15 +19,15 @@ Invariants:
 - ``render`` is a pure function of its input: the same items give byte-identical payloads.
   An item is rendered from its record in its own format (exactly as sent) and in the target's
   idiom otherwise; what a format cannot carry is left out (``carries``: ``representable``,
-  and in ``openai-responses`` reasoning only with a reasoning id OpenAI issued). It does not
-  pair anything; making a payload that a provider accepts (pairing, ordering, budgets) is the
-  projection's job (``app.domain.projection``).
+  and in ``openai-responses`` reasoning it writes itself only under a reasoning id OpenAI
+  issued). It does not pair anything; making a payload that a provider accepts (pairing,
+  ordering, budgets) is the projection's job (``app.domain.projection``).
 - ``payload_usage`` recomputes (tokens, chars) from a rendered payload under the format's rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from app.domain.errors import InvalidInput
@@ -269,19 +269,25 @@ def representable(format: FormatName, body: CanonicalItem, *, origin: str = "can
     return _REPRESENTABLE[format](body, origin)
 
 
-def carries(format: FormatName, item: StoredItem) -> bool:
-    """Whether a prompt (or listing) in ``format`` carries ``item``: ``representable``, and in
-    ``openai-responses`` reasoning only with a reasoning id OpenAI issued
+def carries(format: FormatName, item: StoredItem, *, changed: bool = False) -> bool:
+    """Whether a prompt (or listing) in ``format`` carries ``item`` (``changed``: the projection
+    changed its body, as Tier 2 trims reasoning): ``representable``, and in
+    ``openai-responses`` reasoning it writes itself only under a reasoning id OpenAI issued
     (``openai_responses.carries``); otherwise it is left out."""
     if format == "openai-responses":
-        return openai_responses.carries(item)
+        return openai_responses.carries(item, changed=changed)
     return _REPRESENTABLE[format](item.body, item.format)
 
 
-def carried_by(format: FormatName, items: Sequence[StoredItem]) -> list[bool]:
-    """``carries`` of each item (the projection asks it of every loaded item)."""
+def carried_by(
+    format: FormatName, items: Sequence[StoredItem], *, changed: Container[int] = ()
+) -> list[bool]:
+    """``carries`` of each item (the projection asks it of every loaded item; ``changed``: the
+    indices of those whose body it changed)."""
     if format == "openai-responses":
-        return [openai_responses.carries(item) for item in items]
+        return [
+            openai_responses.carries(item, changed=i in changed) for i, item in enumerate(items)
+        ]
     check = _REPRESENTABLE[format]
     return [check(item.body, item.format) for item in items]
 

@@ -28,13 +28,15 @@ omitted]``); opaque items written in the canonical format, whose shapes are this
 they were sent.
 
 Reasoning: the Responses API requires a reasoning input item's ``id``
-(``ResponseReasoningItemParam``) and takes back only ids it issued (``rs_...``), so reasoning
-is carried only with such an id (``carries``): the ``id`` of its own Responses record, or, for
-reasoning written in the canonical format, its item id when the client named it ``rs_...``.
-Without one (canonical reasoning under our ``itm_...`` id, a Responses record without an
-``id``), and whatever its provenance when that is another provider's (Anthropic thinking,
-Gemini thoughts), it is left out, and the projection's report says so. Trimmed reasoning
-(Tier 2) keeps its id: ``{"type": "reasoning", "id": ..., "summary": []}``.
+(``ResponseReasoningItemParam``) and takes back only ids it issued (``rs_...``). Reasoning
+appended in this format is sent as it was appended, like every native item. Reasoning this
+format writes itself is carried only under such an id (``carries``): trimmed reasoning (Tier 2:
+``{"type": "reasoning", "id": ..., "summary": []}``) under the ``id`` of its own Responses
+record, reasoning written in the canonical format under its item id when the client named it
+``rs_...``. Without one (canonical reasoning under our ``itm_...`` id, trimmed reasoning
+whose record has no ``id``) it is left out, never sent under an id of ours, and the
+projection's report says so; so is another provider's reasoning (Anthropic thinking, Gemini
+thoughts), whatever its id.
 
 Token rule: per item ``3`` + tokens of each text (message content, text parts, call name and
 arguments, output, reasoning summary and content texts; for any other part or item, the texts
@@ -236,13 +238,20 @@ def reasoning_id(item: StoredItem) -> str | None:
     return None
 
 
-def carries(item: StoredItem) -> bool:
-    """Whether a prompt in this format carries ``item``: ``representable``, and for reasoning
-    only with an id OpenAI issued (``reasoning_id``), which the Responses API requires of a
-    reasoning input item and checks against its own."""
+def carries(item: StoredItem, *, changed: bool = False) -> bool:
+    """Whether a prompt in this format carries ``item`` (``changed``: the projection changed
+    its body, as Tier 2 trims reasoning): ``representable``; and reasoning either as it was
+    appended in this format (its record, untouched: the client's own item, nothing of ours
+    added), or, where this format writes the item itself, only under an id OpenAI issued
+    (``reasoning_id``), which the Responses API requires of a reasoning input item and checks
+    against its own."""
     body = item.body
     if type(body) is ReasoningItem:
-        return representable(body, item.format) and reasoning_id(item) is not None
+        if not representable(body, item.format):
+            return False
+        if item.format == FORMAT and not changed:
+            return True
+        return reasoning_id(item) is not None
     return representable(body, item.format)
 
 
@@ -318,7 +327,7 @@ def _reasoning(entry: Entry) -> dict[str, Any] | None:
     """A reasoning entry as an input item: only with the id OpenAI issued for it (trimmed
     reasoning keeps it: DESIGN §2, tier 2), else ``None`` (left out; see ``carries``)."""
     stored = entry.stored
-    if stored is None or not carries(stored):
+    if stored is None or not carries(stored, changed=entry.body is not stored.body):
         return None
     if is_native(entry, FORMAT):
         return stored.record
