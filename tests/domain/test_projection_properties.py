@@ -892,18 +892,21 @@ def test_openai_responses_sends_canonical_reasoning_only_under_an_openai_id(
     ``rs_...`` id, under ours (``itm_...``) and Anthropic's: in openai-responses only the
     first is sent, with that id (the invariants above check the ids, the notes, the counts and
     the dropped ranges), and what was sent is exactly the ``rs_`` reasoning kept with its
-    item."""
+    item. Also with every older reasoning item trimmed and nothing cut (Tier 2 keeps the id)."""
     if step is not None:
         budget = replace_budget(budget, cut="stable", cut_step=step)
-    test_invariants.hypothesis.inner_test("openai-responses", session, budget)  # type: ignore[attr-defined]
-    result = project(session, budget, "openai-responses")
+    trimming = replace_budget(
+        budget, trim_old_reasoning=True, max_items=None, max_chars=None, max_tokens=None
+    )
     by_seq = {it.seq: it for it in session.items}
-    sent = [i for i in result.payload["input"] if i.get("type") == "reasoning"]
-    kept = set(carried("openai-responses", result.payload, session.items))
-    assert [i["id"] for i in sent] == [
-        by_seq[s].id for s in sorted(kept) if by_seq[s].body.type == "reasoning"
-    ]
-    assert all(by_seq[s].id.startswith("rs_") for s in kept if by_seq[s].body.type == "reasoning")
+    for each in (budget, trimming):
+        test_invariants.hypothesis.inner_test("openai-responses", session, each)  # type: ignore[attr-defined]
+        result = project(session, each, "openai-responses")
+        sent = [i for i in result.payload["input"] if i.get("type") == "reasoning"]
+        kept = set(carried("openai-responses", result.payload, session.items))
+        reasoning = [s for s in sorted(kept) if by_seq[s].body.type == "reasoning"]
+        assert [i["id"] for i in sent] == [by_seq[s].id for s in reasoning]
+        assert all(by_seq[s].id.startswith("rs_") for s in reasoning)
 
 
 def test_anthropic_system_message_between_user_turns_joins_system() -> None:
