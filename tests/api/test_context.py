@@ -259,6 +259,86 @@ async def test_round_trip_through_the_api(client: httpx.AsyncClient, sid: str, f
         assert served["input"][1]["call_id"] == "fc_1" and served["input"][2]["output"] == "42"
 
 
+async def test_openai_responses_sends_reasoning_only_under_an_id_openai_issued(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """Canonical reasoning appended without an ``rs_`` id (so stored under our ``itm_`` id) is
+    left out of an openai-responses prompt, which a note says why: the Responses API requires a
+    reasoning item's ``id`` and refuses one it did not issue. Named ``rs_...``, it is sent with
+    that id (trimmed by Tier 2 too)."""
+    await create(client, sid)
+    ours = {"type": "reasoning", "summary": ["weighing it"], "encrypted_content": "gAAAA-ours"}
+    r = await append(
+        client,
+        sid,
+        [user("Why?"), ours, {"type": "message", "role": "assistant", "content": "Because."}],
+    )
+    assert r.status_code == 201, r.text
+    our_id = r.json()["items"][1]["id"]
+    assert our_id.startswith("itm_")
+
+    why = "left out 1 reasoning items without a reasoning id OpenAI issued"
+    served = (
+        await client.get(f"/v1/sessions/{sid}/context", params={"format": "openai-responses"})
+    ).json()
+    payload = payload_of(served)
+    validate_payload("openai-responses", payload)
+    assert [(i["type"], i["role"]) for i in payload["input"]] == [
+        ("message", "user"),
+        ("message", "assistant"),
+    ]
+    assert our_id not in json.dumps(payload) and "weighing it" not in json.dumps(payload)
+    report = served["report"]
+    assert (report["projected_items"], report["dropped_items"], report["dropped_ranges"]) == (
+        2,
+        1,
+        [[2, 2]],
+    )
+    assert (report["projected_tokens"], report["projected_chars"]) == payload_usage(
+        "openai-responses", payload
+    )
+    assert any(why in n and "rs_" in n for n in report["notes"]), report["notes"]
+    # read back in the format, the same rule and the same note
+    listed = (
+        await client.get(f"/v1/sessions/{sid}/items", params={"format": "openai-responses"})
+    ).json()
+    assert [i["type"] for i in listed["items"]] == ["message", "message"]
+    assert any(why in n for n in listed["notes"]), listed["notes"]
+
+    issued = {"type": "reasoning", "id": "rs_68c1d2e3f4", "summary": ["second thoughts"]}
+    r = await append(
+        client,
+        sid,
+        [issued, {"type": "message", "role": "assistant", "content": "Also."}, user("Thanks.")],
+    )
+    assert r.status_code == 201, r.text
+    served = (
+        await client.get(f"/v1/sessions/{sid}/context", params={"format": "openai-responses"})
+    ).json()
+    payload = payload_of(served)
+    validate_payload("openai-responses", payload)
+    sent = [i for i in payload["input"] if i["type"] == "reasoning"]
+    assert sent == [
+        {
+            "type": "reasoning",
+            "id": "rs_68c1d2e3f4",
+            "summary": [{"type": "summary_text", "text": "second thoughts"}],
+        }
+    ]
+    assert payload["input"].index(sent[0]) == 2  # in its place, before its answer
+    assert served["report"]["dropped_ranges"] == [[2, 2]]
+    assert any(why in n for n in served["report"]["notes"]), served["report"]["notes"]
+
+    r = await client.post(
+        f"/v1/sessions/{sid}/context",
+        json={"format": "openai-responses", "trim_old_reasoning": True},
+    )
+    assert r.status_code == 200, r.text
+    trimmed = [i for i in r.json()["input"] if i["type"] == "reasoning"]
+    assert trimmed == [{"type": "reasoning", "id": "rs_68c1d2e3f4", "summary": []}]
+    assert "tier2: trimmed 1 reasoning items" in r.json()["report"]["notes"]
+
+
 async def test_bad_native_input_stores_nothing(client: httpx.AsyncClient, sid: str) -> None:
     await create(client, sid)
     bad = [{"role": "user", "content": "ok"}, {"role": "tool", "content": "no call id"}]

@@ -97,6 +97,7 @@ def sessions(
     if faithful:
         return draw(faithful_sessions(profile, max_turns))
     bodies: list[CanonicalItem] = []
+    ids: dict[int, str] = {}  # index in bodies -> the item id named at append
     wild = profile == "any"
 
     def mark() -> str:
@@ -135,6 +136,11 @@ def sessions(
             return
         style = draw(st.sampled_from(styles))
         if style == "openai":
+            # OpenAI reasoning under the id OpenAI issued (``rs_...``, which openai-responses
+            # needs to send it), or, outside that profile, now and then under our own id
+            # (chosen without a draw, so that the sessions drawn stay those drawn before)
+            if profile == "openai-responses" or len(bodies) % 2:
+                ids[len(bodies)] = f"rs_{len(bodies) + 1}"
             bodies.append(
                 ReasoningItem(
                     summary=[text() for _ in range(draw(st.integers(0, 2)))],
@@ -197,7 +203,10 @@ def sessions(
         if draw(st.booleans()) and not (bodies and isinstance(bodies[-1], MessageItem)):
             bodies.append(MessageItem(role="assistant", content=content("assistant")))
     pinned = [wild and draw(st.integers(0, 9)) == 0 for _ in bodies]
-    news = [NewItem(body=b, pinned=p) for b, p in zip(bodies, pinned, strict=True)]
+    news = [
+        NewItem(body=b, pinned=p, id=ids.get(k))
+        for k, (b, p) in enumerate(zip(bodies, pinned, strict=True))
+    ]
     seqs = list(range(1, len(news) + 1))
     if wild and draw(st.integers(0, 3)) == 0:
         cut = draw(st.integers(0, len(news) - 1))
@@ -715,6 +724,11 @@ def _reasoning(w: _Writer, fmt: str) -> bool:
             item["encrypted_content"] = "gAAAA" + m
     elif style == "openai":
         item = {"type": "reasoning", "summary": [w.text()], "encrypted_content": "gAAAA" + m}
+        if len(w.news) % 2:
+            # under the id OpenAI issued (openai-responses sends it with that id), else under
+            # ours (itm_...: openai-responses leaves it out). Chosen without a draw, so that
+            # every other test keeps drawing the sessions it drew before.
+            item = {"id": f"rs_{len(w.news) + 1}", **item}
     elif style == "anthropic":
         item = {"type": "reasoning", "content": w.text(), "signature": "sig" + m}
     else:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
+import typing_extensions as te
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.types.responses import ResponseReasoningItemParam
 
 from app.domain.errors import InvalidInput
-from app.domain.formats import ingest, payload_usage, render
+from app.domain.formats import ingest, left_out, payload_usage, render, render_listing
 from app.domain.items import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -33,6 +36,7 @@ PROPS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 _WIRE_ONLY = {"seq", "tokens", "chars", "created_at", "format"}
+FMT_R = "openai-responses"
 
 
 def _full(session: Session, fmt: str) -> dict[str, Any]:
@@ -643,3 +647,128 @@ def test_chat_token_rule_is_the_cookbook_rule() -> None:
 def test_provider_validators_reject_bad_payloads(fmt: str, payload: dict[str, Any]) -> None:
     with pytest.raises(PayloadError):
         validate_payload(fmt, payload)
+
+
+# -- openai-responses reasoning: only under an id OpenAI issued ----------------------------------
+
+_UNISSUED = "openai-responses: left out {} reasoning items without a reasoning id OpenAI issued"
+
+
+def _agent_turn() -> list[StoredItem]:
+    """Canonical memory: reasoning under our id (pinned), a call, reasoning under the client's
+    ``rs_`` id, Anthropic thinking named ``rs_`` too, the answer and the next question."""
+    return store(
+        ingest(
+            "canonical",
+            [
+                {"type": "message", "role": "user", "content": "look"},
+                {"type": "reasoning", "summary": ["plan A"], "encrypted_content": "gAAA1"},
+                {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "data"},
+                {"type": "reasoning", "id": "rs_5", "summary": ["plan B"]},
+                {"type": "message", "role": "assistant", "content": "first"},
+                {"type": "reasoning", "id": "rs_7", "content": "hmm", "signature": "sig"},
+                {"type": "message", "role": "assistant", "content": "done"},
+                {"type": "message", "role": "user", "content": "thanks"},
+            ],
+        )
+    )
+
+
+def _reasoning_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in payload["input"] if i.get("type") == "reasoning"]
+
+
+def test_openai_responses_sends_reasoning_only_with_an_id_openai_issued() -> None:
+    """The Responses API requires a reasoning input item's ``id`` (the SDK's
+    ``ResponseReasoningItemParam``) and refuses one it did not issue: reasoning under our
+    ``itm_`` id is left out, with a note saying why, and nothing it precedes goes with it."""
+    # (the SDK module's postponed annotations leave ``__required_keys__`` empty: read them)
+    hints = te.get_type_hints(ResponseReasoningItemParam, include_extras=True)
+    assert [k for k, t in hints.items() if te.get_origin(t) is te.Required] == [
+        "id",
+        "summary",
+        "type",
+    ]
+    items = _agent_turn()
+    assert items[1].id == "itm_2"
+    result = project_context(Session(items=items, summary=None).source(), Budget(), format=FMT_R)
+    payload, report = result.payload, result.report
+    validate_payload(FMT_R, payload)
+    assert _reasoning_of(payload) == [
+        {"type": "reasoning", "id": "rs_5", "summary": [{"type": "summary_text", "text": "plan B"}]}
+    ]
+    assert "plan A" not in json.dumps(payload) and "itm_" not in json.dumps(payload)
+    # the call and its output it preceded are sent (reasoning never strands its item)
+    assert [i.get("call_id") for i in payload["input"][1:3]] == ["c1", "c1"]
+    # honest report: 7 of 9 items, the two reasoning items left out named, each for its reason
+    assert (report.projected_items, report.dropped_items) == (7, 2)
+    assert report.dropped_ranges == [(2, 2), (7, 7)]
+    assert (report.projected_tokens, report.projected_chars) == payload_usage(FMT_R, payload)
+    assert _UNISSUED.format(
+        1
+    ) + " (rs_...): the Responses API requires one and refuses any other" in (report.notes)
+    assert "openai-responses: left out 1 reasoning items it cannot represent" in report.notes
+    # pinned, it is still left out (the format cannot carry it), and no limit is blamed
+    pinned = [replace(items[1], pinned=True), *items[2:]]
+    result = project_context(
+        Session(items=[items[0], *pinned], summary=None).source(),
+        Budget(max_tokens=10_000),
+        format=FMT_R,
+    )
+    assert _reasoning_of(result.payload) == _reasoning_of(payload)
+    assert result.report.limits_applied == [] and not any(
+        "mandatory" in n for n in result.report.notes
+    )
+
+
+def test_openai_responses_trimmed_reasoning_keeps_its_openai_id_or_is_left_out() -> None:
+    """Tier 2 empties reasoning but keeps its id: ``rs_`` reasoning is sent as
+    ``{"type": "reasoning", "id": "rs_5", "summary": []}``; without an OpenAI id it is left out
+    as untrimmed reasoning is."""
+    items = _agent_turn()
+    budget = Budget(trim_old_reasoning=True)
+    result = project_context(Session(items=items, summary=None).source(), budget, format=FMT_R)
+    assert _reasoning_of(result.payload) == [{"type": "reasoning", "id": "rs_5", "summary": []}]
+    assert result.report.dropped_ranges == [(2, 2), (7, 7)]
+    notes = result.report.notes
+    assert "tier2: trimmed 1 reasoning items" in notes
+    assert any(n.startswith(_UNISSUED.format(1)) for n in notes), notes
+    validate_payload(FMT_R, result.payload)
+
+
+def test_openai_responses_native_reasoning_is_sent_as_appended_and_trimmed_under_its_id() -> None:
+    """Reasoning appended in openai-responses goes back as it was appended, ``id`` or none (the
+    client's own item: the TypeScript AI SDK adapter appends reasoning without one); trimmed,
+    this format writes it itself, under its record's ``id`` only: without one it is left out,
+    never sent under our item id."""
+    items = store(
+        ingest(
+            FMT_R,
+            [
+                {"type": "message", "role": "user", "content": "q"},
+                {"type": "reasoning", "summary": [{"type": "summary_text", "text": "no id"}]},
+                {"type": "message", "role": "assistant", "content": "a"},
+                {"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "gAAA"},
+                {"type": "message", "role": "assistant", "content": "b"},
+                {"type": "message", "role": "user", "content": "next"},
+            ],
+        )
+    )
+    source = Session(items=items, summary=None).source()
+    result = project_context(source, Budget(), format=FMT_R)
+    assert result.payload["input"] == [it.record for it in items]
+    assert result.report.notes == [] and result.report.dropped_ranges == []
+    assert render_listing(FMT_R, items)["input"] == [it.record for it in items]
+    assert left_out(FMT_R, items) == []
+
+    trimmed = project_context(source, Budget(trim_old_reasoning=True), format=FMT_R)
+    assert _reasoning_of(trimmed.payload) == [{"type": "reasoning", "id": "rs_x", "summary": []}]
+    assert "itm_" not in json.dumps(trimmed.payload)
+    assert trimmed.report.dropped_ranges == [(2, 2)]
+    assert (trimmed.report.projected_items, trimmed.report.dropped_items) == (5, 1)
+    assert "tier2: trimmed 1 reasoning items" in trimmed.report.notes
+    assert any(n.startswith(_UNISSUED.format(1)) for n in trimmed.report.notes)
+    usage = payload_usage(FMT_R, trimmed.payload)
+    assert (trimmed.report.projected_tokens, trimmed.report.projected_chars) == usage
+    validate_payload(FMT_R, trimmed.payload)

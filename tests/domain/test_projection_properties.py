@@ -57,8 +57,9 @@ PROPS = settings(
 )
 
 _CARRIED_RE = re.compile(
-    # a marker; a cleared output (by its call id); an item id: ours, or a faithful reasoning
-    # item's (``rs_<seq>``: Tier 2 trims its text, and its id is all that is left to see)
+    # a marker; a cleared output (by its call id); an item id: ours, or a reasoning item's
+    # OpenAI id (``rs_<seq>``, its own record's or its canonical item id: Tier 2 trims its
+    # text, and its id is all that is left to see)
     r"<<(\d+)>>|\[tool result cleared: [^()\]]*\(([^()]*)\)\]|\"id\": \"(?:itm|rs)_(\d+)\""
 )
 
@@ -483,6 +484,32 @@ class Spec:
                 todo.append(self.follower[s])  # type: ignore[arg-type]
         return out
 
+    def openai_reasoning_id(self, seq: int) -> str | None:
+        """The id OpenAI issued for a reasoning item, which the Responses API requires of a
+        reasoning input item (``ResponseReasoningItemParam``) and checks: its own Responses
+        record's ``id``, or the item id a canonical item was named with when it is ``rs_...``
+        (our own ``itm_...`` is none)."""
+        it = self.by_seq[seq]
+        if it.format == "openai-responses":
+            own = (it.record or {}).get("id")
+            return own if isinstance(own, str) else None
+        return it.id if it.format == "canonical" and it.id.startswith("rs_") else None
+
+    def unissued(self, seq: int) -> bool:
+        """OpenAI-style reasoning that openai-responses leaves out for want of an OpenAI id:
+        reasoning it writes itself (not appended in it; the strategies give what they append
+        in it its ``rs_`` id, so that trimmed it keeps one)."""
+        it = self.by_seq[seq]
+        b = it.body
+        return (
+            self.fmt == "openai-responses"
+            and isinstance(b, ReasoningItem)
+            and b.signature is None
+            and not b.redacted
+            and it.format not in ("gemini", "openai-responses")
+            and self.openai_reasoning_id(seq) is None
+        )
+
     def representable(self, seq: int) -> bool:
         """Whether the format can carry the item at all (DESIGN §1 rendering table)."""
         it = self.by_seq[seq]
@@ -494,7 +521,10 @@ class Spec:
             return {
                 "canonical": True,
                 "openai-chat": False,
-                "openai-responses": b.signature is None and not b.redacted,
+                "openai-responses": b.signature is None
+                and not b.redacted
+                and it.format != "gemini"
+                and not self.unissued(seq),
                 "anthropic": anthropic_style,
                 # only reasoning written in gemini (thought parts) has a counterpart there
                 "gemini": it.format == "gemini",
@@ -593,6 +623,14 @@ def project(session: Session, budget: Budget, fmt: str) -> ProjectedContext:
 
 _LEFT_OUT_RE = re.compile(r"left out (\d+) items it has no counterpart for \((.*)\)$")
 _LEFT_OUT_REASONING_RE = re.compile(r"left out (\d+) reasoning items it cannot represent")
+_UNISSUED_RE = re.compile(r"left out (\d+) reasoning items without a reasoning id OpenAI issued")
+
+
+def unissued_named(notes: list[str]) -> int:
+    """How many reasoning items the notes say openai-responses left out for want of an id."""
+    named = [int(m.group(1)) for n in notes if (m := _UNISSUED_RE.search(n))]
+    assert len(named) <= 1, notes
+    return named[0] if named else 0
 
 
 def left_out_named(notes: list[str]) -> Counter[str]:
@@ -624,11 +662,15 @@ def check_left_out_notes(spec: Spec, result: ProjectedContext) -> None:
         if spec.kind[s] == "reasoning"
         and spec.follower[s] is not None
         and not spec.representable(s)
+        and not spec.unissued(s)
     )
     named = [
         int(m.group(1)) for n in result.report.notes if (m := _LEFT_OUT_REASONING_RE.search(n))
     ]
     assert named == ([reasoning] if reasoning else []), (reasoning, result.report.notes)
+    # reasoning openai-responses could send but for its id: named apart, with the reason
+    unissued = sum(1 for s in selected if spec.follower.get(s) is not None and spec.unissued(s))
+    assert unissued_named(result.report.notes) == unissued, (unissued, result.report.notes)
 
 
 # -- invariants ---------------------------------------------------------------------------------
@@ -705,6 +747,30 @@ def test_invariants(fmt: str, session: Session, budget: Budget) -> None:
     for seq in kept:
         if isinstance(spec.by_seq[seq].body, ReasoningItem):
             assert spec.follower[seq] in kept
+    if fmt == "openai-responses":
+        # ... and only with an id OpenAI issued (the Responses API refuses any other)
+        sent = [i for i in payload["input"] if i.get("type") == "reasoning"]
+        for item in sent:
+            assert isinstance(item.get("id"), str) and item["id"].startswith("rs_"), item
+        assert len(sent) == sum(1 for s in kept if spec.kind[s] == "reasoning")
+        # what it left out for want of one is reported: every such item of the selection
+        # (the mandatory part, and the tail from a kept item on; reasoning before its
+        # follower shares its unit), and no more than there are
+        tail = kept - closure
+        oldest = min(tail, default=None)
+        unissued = [s for s in spec.follower if spec.follower[s] is not None and spec.unissued(s)]
+        surely = [
+            s
+            for s in unissued
+            if s in closure or spec.follower[s] in tail or (oldest is not None and s > oldest)
+        ]
+        assert len(surely) <= unissued_named(report.notes) <= len(unissued), (
+            surely,
+            unissued,
+            report.notes,
+        )
+        # and the payload carries none of them
+        assert not kept & set(unissued)
 
     # 5. budget
     mandatory_note = [n for n in report.notes if "mandatory" in n]
@@ -811,6 +877,36 @@ def test_invariants_with_a_stable_cut(
 def stored(*batches: tuple[str, list[dict[str, Any]]]) -> list[StoredItem]:
     """Working memory from appends, each ``(format, items)``; ``<<seq>>`` markers as usual."""
     return store([new for fmt, items in batches for new in ingest(fmt, items)])  # type: ignore[arg-type]
+
+
+@PROPS
+@given(
+    session=sessions(profile="canonical", faithful=True),
+    budget=budgets(),
+    step=st.one_of(st.none(), CUT_STEPS),
+)
+def test_openai_responses_sends_canonical_reasoning_only_under_an_openai_id(
+    session: Session, budget: Budget, step: float | None
+) -> None:
+    """Sessions written wholly in the canonical format hold reasoning under the client's
+    ``rs_...`` id, under ours (``itm_...``) and Anthropic's: in openai-responses only the
+    first is sent, with that id (the invariants above check the ids, the notes, the counts and
+    the dropped ranges), and what was sent is exactly the ``rs_`` reasoning kept with its
+    item. Also with every older reasoning item trimmed and nothing cut (Tier 2 keeps the id)."""
+    if step is not None:
+        budget = replace_budget(budget, cut="stable", cut_step=step)
+    trimming = replace_budget(
+        budget, trim_old_reasoning=True, max_items=None, max_chars=None, max_tokens=None
+    )
+    by_seq = {it.seq: it for it in session.items}
+    for each in (budget, trimming):
+        test_invariants.hypothesis.inner_test("openai-responses", session, each)  # type: ignore[attr-defined]
+        result = project(session, each, "openai-responses")
+        sent = [i for i in result.payload["input"] if i.get("type") == "reasoning"]
+        kept = set(carried("openai-responses", result.payload, session.items))
+        reasoning = [s for s in sorted(kept) if by_seq[s].body.type == "reasoning"]
+        assert [i["id"] for i in sent] == [by_seq[s].id for s in reasoning]
+        assert all(by_seq[s].id.startswith("rs_") for s in reasoning)
 
 
 def test_anthropic_system_message_between_user_turns_joins_system() -> None:

@@ -18,15 +18,16 @@ Invariants:
   with tool calls, an Anthropic message with several blocks) the envelope goes on the first.
 - ``render`` is a pure function of its input: the same items give byte-identical payloads.
   An item is rendered from its record in its own format (exactly as sent) and in the target's
-  idiom otherwise; what a format cannot carry is left out (``representable``). It does not
-  pair anything; making a payload that a provider accepts (pairing, ordering, budgets) is the
-  projection's job (``app.domain.projection``).
+  idiom otherwise; what a format cannot carry is left out (``carries``: ``representable``,
+  and in ``openai-responses`` reasoning it writes itself only under a reasoning id OpenAI
+  issued). It does not pair anything; making a payload that a provider accepts (pairing,
+  ordering, budgets) is the projection's job (``app.domain.projection``).
 - ``payload_usage`` recomputes (tokens, chars) from a rendered payload under the format's rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from app.domain.errors import InvalidInput
@@ -127,8 +128,8 @@ def render(
 
     canonical → ``{"items": [...]}``, openai-chat → ``{"messages": [...]}``, openai-responses →
     ``{"input": [...]}``, anthropic → ``{"system": ..., "messages": [...]}`` (``system`` absent
-    when there is no summary and no system message). Items a format cannot represent (e.g.
-    reasoning in openai-chat) are left out.
+    when there is no summary and no system message). Items a format cannot carry (e.g.
+    reasoning in openai-chat, see ``carries``) are left out.
     """
     _check_format(format)
     return _RENDER[format](summary, entries_of(items))
@@ -237,15 +238,21 @@ def lossy_notes(format: FormatName, left: dict[str, int], parts: dict[str, int])
 def left_out(format: FormatName, items: Sequence[StoredItem]) -> list[str]:
     """Notes on what a listing of ``items`` in ``format`` could not carry as it was."""
     left: dict[str, int] = {}
+    unissued = 0
     kept: list[tuple[StoredItem, CanonicalItem]] = []
     for item in items:
         if is_untyped(item.body) and item.format == format:
             continue  # listed from its record, exactly as sent (never in a prompt)
         if not representable(format, item.body, origin=item.format):
             left[item.body.type] = left.get(item.body.type, 0) + 1
+        elif not carries(format, item):
+            unissued += 1
         else:
             kept.append((item, item.body))
-    return lossy_notes(format, left, degraded_parts(format, kept))
+    notes = lossy_notes(format, left, degraded_parts(format, kept))
+    if unissued:
+        notes.append(unissued_reasoning_note(format, unissued))
+    return notes
 
 
 def render_entries(
@@ -256,15 +263,42 @@ def render_entries(
 
 
 def representable(format: FormatName, body: CanonicalItem, *, origin: str = "canonical") -> bool:
-    """Whether ``format`` can carry ``body``, ingested in ``origin``, at all (reasoning
-    provenance decides, and opaque items exist only in their own format)."""
+    """Whether ``format`` has a counterpart for ``body``, ingested in ``origin``, at all
+    (reasoning provenance decides, and opaque items exist only in their own format). Whether a
+    given stored item is carried can also depend on the item: see ``carries``."""
     return _REPRESENTABLE[format](body, origin)
 
 
-def carried_by(format: FormatName, items: Sequence[StoredItem]) -> list[bool]:
-    """``representable`` of each item (the projection asks it of every loaded item)."""
+def carries(format: FormatName, item: StoredItem, *, changed: bool = False) -> bool:
+    """Whether a prompt (or listing) in ``format`` carries ``item`` (``changed``: the projection
+    changed its body, as Tier 2 trims reasoning): ``representable``, and in
+    ``openai-responses`` reasoning it writes itself only under a reasoning id OpenAI issued
+    (``openai_responses.carries``); otherwise it is left out."""
+    if format == "openai-responses":
+        return openai_responses.carries(item, changed=changed)
+    return _REPRESENTABLE[format](item.body, item.format)
+
+
+def carried_by(
+    format: FormatName, items: Sequence[StoredItem], *, changed: Container[int] = ()
+) -> list[bool]:
+    """``carries`` of each item (the projection asks it of every loaded item; ``changed``: the
+    indices of those whose body it changed)."""
+    if format == "openai-responses":
+        return [
+            openai_responses.carries(item, changed=i in changed) for i, item in enumerate(items)
+        ]
     check = _REPRESENTABLE[format]
     return [check(item.body, item.format) for item in items]
+
+
+def unissued_reasoning_note(format: FormatName, count: int) -> str:
+    """The note on ``count`` reasoning items ``format`` could represent but left out for want
+    of a reasoning id its provider issued (``carries`` false, ``representable`` true)."""
+    return (
+        f"{format}: left out {count} reasoning items without a reasoning id OpenAI issued "
+        "(rs_...): the Responses API requires one and refuses any other"
+    )
 
 
 def extension_slack(format: FormatName) -> tuple[int, int] | None:
@@ -297,6 +331,7 @@ __all__ = [
     "FormatName",
     "TokenCache",
     "carried_by",
+    "carries",
     "decode",
     "degraded_parts",
     "extension_slack",
@@ -309,4 +344,5 @@ __all__ = [
     "render_listing",
     "render_entries",
     "representable",
+    "unissued_reasoning_note",
 ]

@@ -24,8 +24,19 @@ projection changed it (a cleared tool output, trimmed reasoning). Other items ar
 this format's idiom: messages as easy-input messages (assistant content a string: text parts
 joined with ``"\\n"``, images ``[image omitted]``), other roles keep the string or part list
 (images get ``detail`` ``auto`` when unset); other parts become their text (or ``[TYPE
-omitted]``); reasoning only when OpenAI-style, with the stored item id as its ``id``; opaque
-items written in the canonical format, whose shapes are this format's, as they were sent.
+omitted]``); opaque items written in the canonical format, whose shapes are this format's, as
+they were sent.
+
+Reasoning: the Responses API requires a reasoning input item's ``id``
+(``ResponseReasoningItemParam``) and takes back only ids it issued (``rs_...``). Reasoning
+appended in this format is sent as it was appended, like every native item. Reasoning this
+format writes itself is carried only under such an id (``carries``): trimmed reasoning (Tier 2:
+``{"type": "reasoning", "id": ..., "summary": []}``) under the ``id`` of its own Responses
+record, reasoning written in the canonical format under its item id when the client named it
+``rs_...``. Without one (canonical reasoning under our ``itm_...`` id, trimmed reasoning
+whose record has no ``id``) it is left out, never sent under an id of ours, and the
+projection's report says so; so is another provider's reasoning (Anthropic thinking, Gemini
+thoughts), whatever its id.
 
 Token rule: per item ``3`` + tokens of each text (message content, text parts, call name and
 arguments, output, reasoning summary and content texts; for any other part or item, the texts
@@ -51,6 +62,7 @@ from app.domain.items import (
     OpaqueItem,
     OtherPart,
     ReasoningItem,
+    StoredItem,
     TextPart,
     is_untyped,
     is_usable_type,
@@ -72,6 +84,8 @@ from ._common import (
 FORMAT = "openai-responses"
 _ROLES = ("user", "assistant", "system", "developer")
 _TEXT_PARTS = ("input_text", "output_text")
+# The prefix of the reasoning ids OpenAI issues (its reasoning output items' ``id``).
+REASONING_ID_PREFIX = "rs_"
 
 
 def _parts(content: Any, loc: list[str | int], problems: Problems) -> list[Any] | None:
@@ -202,11 +216,43 @@ def decode_record(record: dict[str, Any]) -> CanonicalItem:
 
 
 def representable(body: CanonicalItem, origin: str) -> bool:
+    """Whether this format has a counterpart for ``body``, ingested in ``origin``, at all.
+    For reasoning that is only the first condition: see ``carries``."""
     if isinstance(body, ReasoningItem):  # OpenAI-style (a Gemini thought is Gemini's own)
         return body.signature is None and not body.redacted and origin != "gemini"
     if type(body) is OpaqueItem:
         return origin in (FORMAT, "canonical") and not is_untyped(body)
     return True
+
+
+def reasoning_id(item: StoredItem) -> str | None:
+    """The id OpenAI issued for a stored reasoning item, if it has one: the ``id`` of its own
+    Responses record, or, for an item written in the canonical format (whose envelope ``id``
+    the client chose), its id when that is one of OpenAI's (``rs_...``). ``None`` otherwise:
+    our own ids (``itm_...``) and a client's names are no reasoning ids."""
+    if item.format == FORMAT:
+        own = item.record.get("id") if item.record is not None else None
+        return own if isinstance(own, str) else None
+    if item.format == "canonical" and item.id.startswith(REASONING_ID_PREFIX):
+        return item.id
+    return None
+
+
+def carries(item: StoredItem, *, changed: bool = False) -> bool:
+    """Whether a prompt in this format carries ``item`` (``changed``: the projection changed
+    its body, as Tier 2 trims reasoning): ``representable``; and reasoning either as it was
+    appended in this format (its record, untouched: the client's own item, nothing of ours
+    added), or, where this format writes the item itself, only under an id OpenAI issued
+    (``reasoning_id``), which the Responses API requires of a reasoning input item and checks
+    against its own."""
+    body = item.body
+    if type(body) is ReasoningItem:
+        if not representable(body, item.format):
+            return False
+        if item.format == FORMAT and not changed:
+            return True
+        return reasoning_id(item) is not None
+    return representable(body, item.format)
 
 
 def _part(part: Any) -> dict[str, Any] | None:
@@ -252,7 +298,11 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         out.append({"type": "message", "role": "system", "content": summary})
     for entry in entries:
         body = entry.body
-        if is_native(entry, FORMAT):
+        if type(body) is ReasoningItem:
+            reasoning = _reasoning(entry)
+            if reasoning is not None:
+                out.append(reasoning)
+        elif is_native(entry, FORMAT):
             out.append(entry.stored.record)  # type: ignore[union-attr,arg-type]
         elif type(body) is MessageItem:
             out.append(_message(body))
@@ -270,21 +320,26 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
             out.append({"type": "function_call_output", "call_id": body.call_id, "output": output})
         elif type(body) is OpaqueItem and not is_untyped(body):
             out.append(body.data)
-        elif isinstance(body, ReasoningItem) and representable(
-            body, "canonical" if entry.stored is None else entry.stored.format
-        ):
-            item: dict[str, Any] = {"type": "reasoning"}
-            stored = entry.stored
-            if stored is not None:  # trimmed reasoning keeps its own id (DESIGN §2, tier 2)
-                own = stored.record.get("id") if stored.format == FORMAT and stored.record else None
-                item["id"] = own if isinstance(own, str) else stored.id
-            item["summary"] = [{"type": "summary_text", "text": s} for s in body.summary]
-            if body.content is not None:
-                item["content"] = [{"type": "reasoning_text", "text": body.content}]
-            if body.encrypted_content is not None:
-                item["encrypted_content"] = body.encrypted_content
-            out.append(item)
     return {"input": out}
+
+
+def _reasoning(entry: Entry) -> dict[str, Any] | None:
+    """A reasoning entry as an input item: only with the id OpenAI issued for it (trimmed
+    reasoning keeps it: DESIGN §2, tier 2), else ``None`` (left out; see ``carries``)."""
+    stored = entry.stored
+    if stored is None or not carries(stored, changed=entry.body is not stored.body):
+        return None
+    if is_native(entry, FORMAT):
+        return stored.record
+    body = entry.body
+    assert isinstance(body, ReasoningItem)
+    item: dict[str, Any] = {"type": "reasoning", "id": reasoning_id(stored)}
+    item["summary"] = [{"type": "summary_text", "text": s} for s in body.summary]
+    if body.content is not None:
+        item["content"] = [{"type": "reasoning_text", "text": body.content}]
+    if body.encrypted_content is not None:
+        item["encrypted_content"] = body.encrypted_content
+    return item
 
 
 def _count_parts(parts: Any, texts: list[str], usage: Usage) -> None:

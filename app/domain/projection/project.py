@@ -120,11 +120,13 @@ def project_context(
     dangling = {c for c, outs in a.outputs_of.items() if not outs}
     drop_dangling = budget.dangling_tool_calls == "drop"
 
-    # Renderable: what the format can carry (an opaque item only in its own format): messages,
-    # paired outputs, calls unless dropped as dangling (only a function call can get a
-    # placeholder output); then reasoning, whose follower (a call, an assistant message or a
-    # hosted item, never reasoning) is decided by now.
-    carried = carried_by(format, items)
+    # Renderable: what the format can carry (an opaque item only in its own format; in
+    # openai-responses, reasoning it writes itself, trimmed reasoning included, only under an
+    # id OpenAI issued, hence ``changed``): messages, paired outputs, calls unless dropped as
+    # dangling (only a function call can get a placeholder output); then reasoning, whose
+    # follower (a call, an assistant message or a hosted item, never reasoning) is decided by
+    # now.
+    carried = carried_by(format, items, changed=trimmed)
     can_render = [(kind != OUTPUT or i in a.call_of) and carried[i] for i, kind in enumerate(kinds)]
     for i in dangling:
         if drop_dangling or not placeholder_allowed(items[i], format):

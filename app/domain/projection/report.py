@@ -21,7 +21,13 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.formats import FormatName, degraded_parts, lossy_notes
+from app.domain.formats import (
+    FormatName,
+    degraded_parts,
+    lossy_notes,
+    representable,
+    unissued_reasoning_note,
+)
 from app.domain.items import CanonicalItem, StoredItem
 from app.domain.tokens import TokenizerName
 
@@ -104,7 +110,7 @@ def selection_notes(
     format: FormatName,
 ) -> list[str]:
     """The notes on what the tiers did and what the selection left out, and why
-    (``carried``: whether the format can carry each item at all, ``formats.representable``)."""
+    (``carried``: whether the format carries each item at all, ``formats.carries``)."""
     kinds = a.kinds
     notes: list[str] = []
     out_rendered = [i for i in result.rendered if kinds[i] == OUTPUT]
@@ -114,7 +120,7 @@ def selection_notes(
             f"tier1: cleared {n_cleared} tool results, kept {len(out_rendered) - n_cleared}"
         )
     # counts over the selected calls, outputs and reasoning (messages need no note)
-    n_trimmed = sel_dangling = orphans = stray = unrepresentable = 0
+    n_trimmed = sel_dangling = orphans = stray = unrepresentable = unissued = 0
     left_out: dict[str, int] = {}
     for i in selected:
         kind = kinds[i]
@@ -132,7 +138,12 @@ def selection_notes(
             if follower is None:
                 stray += 1
             elif not carried[i]:
-                unrepresentable += 1
+                # no counterpart at all, or (openai-responses) no reasoning id OpenAI issued
+                body, origin = items[i].body, items[i].format
+                if representable(format, body, origin=origin):
+                    unissued += 1
+                else:
+                    unrepresentable += 1
             elif i in trimmed and can_render[follower]:
                 n_trimmed += 1
     if n_trimmed and format in ("anthropic", "gemini"):
@@ -152,6 +163,8 @@ def selection_notes(
         notes.append(f"dropped {stray} reasoning items that precede no model output")
     if unrepresentable:
         notes.append(f"{format}: left out {unrepresentable} reasoning items it cannot represent")
+    if unissued:
+        notes.append(unissued_reasoning_note(format, unissued))
     parts = degraded_parts(format, [(items[i], shown[i]) for i in result.rendered])
     notes += lossy_notes(format, left_out, parts)
     return notes
