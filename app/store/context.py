@@ -407,10 +407,11 @@ def _with_session_statement(*, include_system: bool, with_prefix: bool, rows: in
         include_system=include_system, with_prefix=with_prefix, rows=rows, bounded=False
     ).subquery("batch")
     null = sa.null()
+    names = ("seq", "tokens", "chars", "previous_live", "next_live", "version", "first_live")
     row = (
         sa.select(
-            sa.literal_column("2"), null, null, null, null, null, null, null,
-            sa.func.json_build_array(*SESSION_COLUMNS),
+            sa.literal_column("2").label("kind"), *(null.label(name) for name in names),
+            sa.func.json_build_array(*SESSION_COLUMNS).label("session"),
         )
         .where(
             sessions.c.tenant_id == sa.bindparam("tenant_id"),
