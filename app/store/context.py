@@ -207,13 +207,16 @@ _ANY_BODIES = _bodies(live_only=False)
 
 def _aggregated_bodies(*, live_only: bool) -> RawQuery:
     """``_bodies`` on Postgres: the rows as one JSON text (``items.aggregate_sql``)."""
-    where = "tenant_id = :tenant_id AND session_id = :session_id AND seq = ANY(:seqs)"
+    # The seqs travel as one array literal (``'{1,2,3}'``) that Postgres parses: psycopg
+    # dumps a Python list element by element in Python, which cost more than the rest of the
+    # statement on the client (0.2 ms for 160 seqs).
+    where = (
+        "tenant_id = :tenant_id AND session_id = :session_id "
+        "AND seq = ANY(CAST(:seqs AS bigint[]))"
+    )
     if live_only:
         where += " AND NOT archived"
-    statement = sa.text(aggregate_sql(where)).bindparams(
-        sa.bindparam("seqs", type_=ARRAY(sa.BigInteger))
-    )
-    return RawQuery(statement)
+    return RawQuery(sa.text(aggregate_sql(where)))
 
 
 _AGGREGATED = {live: _aggregated_bodies(live_only=live) for live in (True, False)}
@@ -350,12 +353,13 @@ class ContextRepository:
         postgres = self.db.dialect.name == "postgresql"
         for start in range(0, len(missing), _BODY_CHUNK):
             chunk = missing[start : start + _BODY_CHUNK]
-            params = {**self._scope, "seqs": chunk}
             if postgres:
+                params = {**self._scope, "seqs": "{" + ",".join(map(str, chunk)) + "}"}
                 rows = await _AGGREGATED[live_only].rows(self.db, params)
                 decoded = items_of_aggregate(rows[0][0])
             else:
                 stmt = _BODIES if live_only else _ANY_BODIES
+                params = {**self._scope, "seqs": chunk}
                 decoded = [item_of_row(row) for row in await stmt.rows(self.db, params)]
             for item in decoded:
                 found[item.seq] = item
