@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from app.domain.formats import ingest, render_listing
 from app.domain.formats.anthropic import CONTINUATION
+from app.domain.formats.gemini import CONTINUATION as GEMINI_FILLER
 from app.domain.formats.openai_chat import is_legacy_call
 from app.domain.items import (
     FunctionCallItem,
@@ -1074,12 +1075,7 @@ def test_chat_tool_call_is_answered_before_a_legacy_call_after_it(answered: bool
             test_invariants.hypothesis.inner_test(fmt, session, each)  # type: ignore[attr-defined]
 
 
-# Not yet gemini: with a budget equal to a gemini projection's own usage, a session whose
-# pinned items gemini cannot carry (canonical reasoning, a compaction item) is sometimes cut
-# at its first user turn, which gemini then replaces with its placeholder (found by this
-# property; the count the selection uses and the rendered contents disagree there). Until
-# that is fixed the other properties run for gemini, this one for the other formats.
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "gemini"])
+@pytest.mark.parametrize("fmt", FORMATS)
 @PROPS
 @given(session=sessions(faithful=True), budget=budgets(), extra=st.integers(1, 200))
 def test_recency_is_monotone_and_tight(
@@ -1113,6 +1109,62 @@ def test_recency_is_monotone_and_tight(
 
 def replace_budget(budget: Budget, **changes: Any) -> Budget:
     return Budget.model_validate({**budget.model_dump(), **changes})
+
+
+def gemini_filler_session(*, pinned_reasoning: bool) -> Session:
+    """A short user turn (cheaper than gemini's ``[earlier conversation omitted]`` filler), a
+    call (its arguments spaced out: stored, they count more than gemini sends, so the cut's
+    estimate starts late) and its output, the newest request; and, with
+    ``pinned_reasoning``, pinned reasoning gemini cannot carry before the call."""
+    news = [NewItem(body=MessageItem(role="user", content="<<1>> hi"))]
+    if pinned_reasoning:
+        news.append(NewItem(body=ReasoningItem(summary=["<<2>> Read it first."]), pinned=True))
+    call_seq = len(news) + 1
+    news += [
+        NewItem(
+            body=FunctionCallItem(
+                call_id="call_1",
+                name="read_file",
+                arguments='{"path":' + " " * 40 + f'"<<{call_seq}>>"}}',
+            )
+        ),
+        NewItem(body=FunctionCallOutputItem(call_id="call_1", output=f"<<{call_seq + 1}>> ok")),
+        NewItem(body=MessageItem(role="user", content=f"<<{call_seq + 2}>> Fix the bug.")),
+    ]
+    return Session(items=store(news), summary=None)
+
+
+@pytest.mark.parametrize("pinned_reasoning", [False, True])
+@pytest.mark.parametrize("limit", ["max_chars", "max_tokens"])
+def test_gemini_cut_counts_its_filler(pinned_reasoning: bool, limit: str) -> None:
+    """Regression (the recency property, once excluded for gemini): a tail that opens on the
+    model's side gets gemini's filler user content, which may cost more than the user turn a
+    longer tail would start with, so a longer tail can fit where a shorter one does not. The
+    cut search assumed the shorter one always costs less: with the full payload's own usage as
+    budget it kept only the newest request (a call and its output that fit were dropped), or,
+    with pinned items gemini cannot carry leading the session, sent the mandatory part (with
+    the filler, over the budget) saying that part alone exceeded it."""
+    session = gemini_filler_session(pinned_reasoning=pinned_reasoning)
+    full = project(session, Budget(), "gemini")
+    assert full.payload["contents"][0]["parts"] == [{"text": "<<1>> hi"}]
+    usage = {"max_chars": full.report.projected_chars, "max_tokens": full.report.projected_tokens}
+    for extra in (0, 1, 40):
+        result = project(session, Budget(**{limit: usage[limit] + extra}), "gemini")
+        assert result.payload == full.payload, extra
+        assert not any("mandatory" in n for n in result.report.notes), result.report.notes
+    # one less: the mandatory part (the newest request; the pinned reasoning's call, its
+    # output and so the filler); without the filler it fits
+    result = project(session, Budget(**{limit: usage[limit] - 1}), "gemini")
+    seqs = [it.seq for it in session.items]
+    kept = seqs[2:] if pinned_reasoning else seqs[-1:]
+    assert carried("gemini", result.payload, session.items) == kept
+    opens_with_filler = result.payload["contents"][0]["parts"] == [{"text": GEMINI_FILLER}]
+    assert opens_with_filler is pinned_reasoning
+    mandatory_over = any("mandatory" in n for n in result.report.notes)
+    assert mandatory_over is pinned_reasoning
+    for budget in (Budget(**{limit: usage[limit]}), Budget(**{limit: usage[limit] - 1})):
+        test_recency_is_monotone_and_tight.hypothesis.inner_test("gemini", session, budget, 1)  # type: ignore[attr-defined]
+        test_invariants.hypothesis.inner_test("gemini", session, budget)  # type: ignore[attr-defined]
 
 
 # -- cache stability (invariant 10) -------------------------------------------------------------

@@ -532,36 +532,33 @@ def _system_instruction(summary: str | None, entries: Sequence[Entry]) -> Any:
     return {"parts": parts}
 
 
-def _idiom(entry: Entry, names: dict[str, tuple[str, bool]]) -> tuple[str, list[dict[str, Any]]] | None:  # fmt: skip
-    """(side, parts) of an item rendered in this format's idiom; ``names``: call id -> (name,
-    whether to send the id), filled by the calls rendered so far."""
+def _idiom(entry: Entry, names: dict[str, tuple[str, bool]]) -> list[dict[str, Any]]:
+    """The parts of an item rendered in this format's idiom (one ``_side_of`` places);
+    ``names``: call id -> (name, whether to send the id), filled by the calls rendered so
+    far."""
     body = entry.body
     if type(body) is MessageItem:
-        if body.content == "":
-            return None
-        side = "model" if body.role == "assistant" else "user"
-        return side, _parts_of(body.content)
+        return _parts_of(body.content)
     if type(body) is FunctionCallItem:
         with_id = _native_call_id(entry)
         names[body.call_id] = (body.name, with_id)
         call: dict[str, Any] = {"name": body.name, "args": tool_args(body.arguments)}
         if with_id:
             call = {"id": body.call_id, **call}
-        return "model", [{"functionCall": call}]
-    if type(body) is FunctionCallOutputItem:
-        name, with_id = names.get(body.call_id, (body.call_id, True))
-        written = _written(entry)
-        if written is not None:  # a response of this format (its text cleared, say)
-            name, with_id = written["name"], written.get("id") is not None
-        text = _text_of(body.output)
-        response: dict[str, Any] = {
-            "name": name,
-            "response": {"error": text} if body.is_error else {"output": text},
-        }
-        if with_id:
-            response = {"id": body.call_id, **response}
-        return "user", [{"functionResponse": response}]
-    return None
+        return [{"functionCall": call}]
+    assert type(body) is FunctionCallOutputItem  # ``_side_of`` places nothing else
+    name, with_id = names.get(body.call_id, (body.call_id, True))
+    written = _written(entry)
+    if written is not None:  # a response of this format (its text cleared, say)
+        name, with_id = written["name"], written.get("id") is not None
+    text = _text_of(body.output)
+    response: dict[str, Any] = {
+        "name": name,
+        "response": {"error": text} if body.is_error else {"output": text},
+    }
+    if with_id:
+        response = {"id": body.call_id, **response}
+    return [{"functionResponse": response}]
 
 
 def _native_side(record: dict[str, Any]) -> str:
@@ -570,6 +567,41 @@ def _native_side(record: dict[str, Any]) -> str:
     if "head" in record:
         return _side(record["head"].get("role"))
     return _side(record.get("role"))
+
+
+def _side_of(entry: Entry) -> str | None:
+    """The side of ``contents`` an entry goes to (``model`` or ``user``); ``None`` for one that
+    is not in ``contents``: a system instruction, a system/developer message, an empty
+    message, what this format has no counterpart for."""
+    body = entry.body
+    if is_native(entry, FORMAT):
+        record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
+        return None if "system_instruction" in record else _native_side(record)
+    if type(body) is MessageItem:
+        if body.role in ("system", "developer") or body.content == "":
+            return None
+        return "model" if body.role == "assistant" else "user"
+    if type(body) is FunctionCallItem:
+        return "model"
+    if type(body) is FunctionCallOutputItem:
+        return "user"
+    return None
+
+
+def opens_on_model(entries: Sequence[Entry]) -> bool:
+    """Whether ``render`` puts the ``[earlier conversation omitted]`` user content first in the
+    payload of ``entries``: its first content would be a model content."""
+    for entry in entries:
+        side = _side_of(entry)
+        if side is not None:
+            return side == _MODEL
+    return False
+
+
+def filler() -> dict[str, Any]:
+    """The user content ``render`` puts first when the first content would be a model
+    content (``opens_on_model``)."""
+    return {"role": "user", "parts": [{"text": CONTINUATION}]}
 
 
 def render(
@@ -581,13 +613,13 @@ def render(
     contents: list[_Content] = []
     names: dict[str, tuple[str, bool]] = {}
     for entry in entries:
+        side = _side_of(entry)
+        if side is None:
+            continue  # the system instruction, or not sent
         body = entry.body
         last = contents[-1] if contents else None
         if is_native(entry, FORMAT):
             record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
-            if "system_instruction" in record:
-                continue
-            side = _native_side(record)
             if type(body) is FunctionCallItem:
                 names[body.call_id] = (body.name, _native_call_id(entry))
             if "content" in record:
@@ -616,19 +648,14 @@ def render(
             fresh = {"role": role, "parts": list(record["part"])} if role else {"parts": list(record["part"])}  # fmt: skip
             contents.append(_Content(fresh, side, native=True))
             continue
-        if type(body) is MessageItem and body.role in ("system", "developer"):
-            continue  # the system instruction
-        rendered = _idiom(entry, names)
-        if rendered is None:
-            continue
-        side, parts = rendered
+        parts = _idiom(entry, names)
         if last is not None and last.side == side and (continuation or not last.sealed):
             last.absorb(parts)
         else:
             contents.append(_Content({"role": side, "parts": parts}, side))
     out: list[dict[str, Any]] = []
-    if continuation and contents and contents[0].side == "model":
-        out.append({"role": "user", "parts": [{"text": CONTINUATION}]})
+    if continuation and contents and contents[0].side == _MODEL:  # as ``opens_on_model``
+        out.append(filler())
     for c in contents:
         if c.sealed or c.native or c.side == "model":
             out.append(c.content)

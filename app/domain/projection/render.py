@@ -5,6 +5,10 @@ rendered, adds the synthetic output of each dangling call (``placeholder`` mode)
 its group's last member, reorders the items of each unit holding calls for provider formats
 (assistant side, outputs, the rest; stable), renders, and counts the payload under the
 format's rule. Candidate builds overlap almost entirely, so each item's entry is made once.
+
+A build also says what the filler message a format may put first (gemini: a user content
+before a first model content, ``formats.opens_with_filler``) costs in it: the payload without
+it, the *bare* payload, grows with the selection, the filler does not (see ``search``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from app.domain.formats import (
     FormatName,
     TokenCache,
     extension_slack,
+    filler_usage,
+    opens_with_filler,
     payload_usage,
     render_entries,
 )
@@ -44,9 +50,22 @@ class Render:
     items: int
     rendered: list[int]  # indices of stored items in the payload
     placeholders: int
+    filler: tuple[int, int] = (0, 0)  # (tokens, chars) of the filler put first, if any
 
     def violated(self, limits: Mapping[LimitName, int]) -> list[LimitName]:
         actual = {"max_items": self.items, "max_chars": self.chars, "max_tokens": self.tokens}
+        return [name for name, limit in limits.items() if actual[name] > limit]
+
+    def bare_violated(
+        self, limits: Mapping[LimitName, int], *, room: tuple[int, int] = (0, 0)
+    ) -> list[LimitName]:
+        """The limits the payload without its filler exceeds once ``room`` (tokens, chars)
+        is set aside in them (for a filler: ``Builder.filler_cost``)."""
+        actual = {
+            "max_items": self.items,
+            "max_chars": self.chars - self.filler[1] + room[1],
+            "max_tokens": self.tokens - self.filler[0] + room[0],
+        }
         return [name for name, limit in limits.items() if actual[name] > limit]
 
 
@@ -84,6 +103,9 @@ class Builder:
             for u, kind in zip(analysis.unit_of, analysis.kinds, strict=True)
         ]
         self.entry_of: list[Entry | None] = [None] * len(items)
+        # what a filler message costs in a payload (None: the format puts none first that
+        # the cut search must know of; ``formats.opens_with_filler``)
+        self.filler_cost = filler_usage(format, tokenizer=tokenizer, cache=cache)
 
     def entries(self, selected: Sequence[int]) -> tuple[list[Entry], list[int], int]:
         """The entries a selection renders, in payload order, and its placeholder count."""
@@ -129,6 +151,12 @@ class Builder:
             self.format, summary=self.summary if summary else None, entries=entries
         )
 
+    def opens_with_filler(self, selected: Sequence[int]) -> bool:
+        """Whether the payload of a selection begins with a filler message (not built)."""
+        return self.filler_cost is not None and opens_with_filler(
+            self.format, self.entries(selected)[0]
+        )
+
     def build(self, selected: Sequence[int], *, summary: bool = True) -> Render:
         entries, rendered, placeholders = self.entries(selected)
         payload = render_entries(
@@ -137,7 +165,10 @@ class Builder:
         tokens, chars = payload_usage(
             self.format, payload, tokenizer=self.tokenizer, cache=self.cache
         )
-        return Render(payload, tokens, chars, len(rendered), rendered, placeholders)
+        filler = (0, 0)
+        if self.filler_cost is not None and opens_with_filler(self.format, entries):
+            filler = self.filler_cost
+        return Render(payload, tokens, chars, len(rendered), rendered, placeholders, filler)
 
     def extended(self, base: Render, added: Sequence[int]) -> Extension | None:
         """What ``base``'s selection with the whole units ``added`` (items after every
