@@ -74,11 +74,21 @@ def carried(
     if fmt == "canonical":
         return [i["seq"] for i in payload["items"] if "seq" in i]
     # a key may answer several calls (gemini's derived keys repeat turn after turn): a cleared
-    # output is the first one with its key not yet read
+    # output is one not yet read that answers the call with its key read last (an output
+    # answers the latest earlier call with its key), else the first one with its key not yet
+    # read
     output_of: dict[str, list[int]] = {}
+    answers: dict[int, int] = {}  # output -> call, as the projection pairs them
+    latest: dict[str, int] = {}
     for it in memory:
+        if isinstance(it.body, FunctionCallItem):
+            latest[it.body.call_id] = it.seq
         if isinstance(it.body, FunctionCallOutputItem):
             output_of.setdefault(it.body.call_id, []).append(it.seq)
+            if it.body.call_id in latest:
+                answers[it.seq] = latest[it.body.call_id]
+    read_call: dict[str, int] = {}
+    calls = {it.seq: it.body.call_id for it in memory if isinstance(it.body, FunctionCallItem)}
     known = {it.seq for it in memory}
     if fmt in ("anthropic", "gemini") and part != "all":
         doc = payload.get(part) or ""
@@ -89,13 +99,15 @@ def carried(
         if m.group(1):
             seq = int(m.group(1))
         elif m.group(2):
-            seq = next(
-                (s for s in output_of[m.group(2)] if s not in out), output_of[m.group(2)][-1]
-            )
+            key = m.group(2)
+            unread = [s for s in output_of[key] if s not in out] or output_of[key][-1:]
+            seq = next((s for s in unread if answers.get(s) == read_call.get(key)), unread[0])
         else:
             seq = int(m.group(3))
         if seq in known and (not out or out[-1] != seq):
             out.append(seq)
+            if seq in calls:
+                read_call[calls[seq]] = seq
     return out
 
 
@@ -495,7 +507,11 @@ class Spec:
             return {
                 "canonical": True,
                 "openai-chat": False,
-                "openai-responses": b.signature is None and not b.redacted,
+                # OpenAI-style; a Gemini thought (its signature as encrypted content) is
+                # Gemini's own, as Anthropic's thinking is Anthropic's
+                "openai-responses": b.signature is None
+                and not b.redacted
+                and it.format != "gemini",
                 "anthropic": anthropic_style,
                 # only reasoning written in gemini (thought parts) has a counterpart there
                 "gemini": it.format == "gemini",

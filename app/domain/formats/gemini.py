@@ -10,9 +10,10 @@ content is split into canonical items by part, for the projection:
 
 - runs of content parts (``text``, ``inlineData``, ``fileData``, ``executableCode``,
   ``codeExecutionResult``, ``toolCall``, ``toolResponse``, any newer part) form one message
-  item: text parts are its text parts, ``inlineData`` with an ``image/*`` type an image
-  (a ``data:`` URL), the rest other parts (a model-run tool's code and its result sit in the
-  same run, so they are never parted);
+  item: text parts are its text parts (an empty one, which carries nothing, stays in the
+  record only: a run of nothing else is an empty message), ``inlineData`` with an
+  ``image/*`` type an image (a ``data:`` URL), the rest other parts (a model-run tool's code
+  and its result sit in the same run, so they are never parted);
 - ``functionCall`` (model side) becomes a ``function_call`` (``args`` serialised with
   ``json.dumps(..., ensure_ascii=False)``), ``functionResponse`` (user side) a
   ``function_call_output`` (``response`` ``{"output": S}`` gives ``S``, ``{"error": S}``
@@ -259,7 +260,8 @@ def _split(
 
     def flush() -> None:
         if run_parts:
-            out.append((MessageItem(role="assistant" if side == "model" else "user", content=list(run)), list(run_parts), 0))  # fmt: skip
+            content = list(run) or ""  # only empty texts: an empty message (as Chat's audio reply)
+            out.append((MessageItem(role="assistant" if side == "model" else "user", content=content), list(run_parts), 0))  # fmt: skip
             run.clear()
             run_parts.clear()
 
@@ -297,7 +299,8 @@ def _split(
             )
             out.append((body, [part], 0))
             continue
-        run.append(_content_part(part, kind))
+        if kind != "text" or part["text"]:  # an empty text carries nothing to another format
+            run.append(_content_part(part, kind))
         run_parts.append(part)
     flush()
     return out
@@ -313,16 +316,18 @@ def _system_body(system: Any, loc: list[str | int], problems: Problems) -> Messa
     out: list[Any] = []
     for k, part in enumerate(parts):
         if isinstance(part, str):  # the SDK takes a list of strings too
-            out.append(TextPart(text=part))
+            if part:
+                out.append(TextPart(text=part))
         elif isinstance(part, dict):
             kind = part_kind(part)
             if kind == "text" and not isinstance(part["text"], str):
                 problems.add([*loc, k, "text"], "text must be a string")
                 continue
-            out.append(_content_part(part, kind))
+            if kind != "text" or part["text"]:  # an empty text carries nothing
+                out.append(_content_part(part, kind))
         else:
             problems.add([*loc, k], "a part must be an object")
-    return MessageItem(role="system", content=out)
+    return MessageItem(role="system", content=out or "")
 
 
 def _content(

@@ -6,6 +6,12 @@ its group's last member, reorders the items of each unit holding calls for provi
 (assistant side, outputs, the rest; stable), renders, and counts the payload under the
 format's rule. Candidate builds overlap almost entirely, so each item's entry is made once.
 
+Function calls that share an id (a Gemini call written without one gets a key derived from
+its name, which the next turn's call repeats; a client may send its own ids twice) keep it
+where they are rendered from their own record; rendered into another format, each after the
+first call with that id in the payload is sent with an id of its own, ``<id>_s<seq>``, and its
+outputs with it, so every call id in a prompt names one call.
+
 A build also says what the filler message a format may put first (gemini: a user content
 before a first model content, ``formats.opens_with_filler``) costs in it: the payload without
 it, the *bare* payload, grows with the selection, the filler does not (see ``search``).
@@ -16,7 +22,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.domain.formats import (
     Entry,
@@ -37,7 +43,7 @@ from app.domain.items import (
 )
 from app.domain.tokens import TokenizerName
 
-from .analysis import CATEGORY, N_CATEGORIES, OUTPUT, Analysis
+from .analysis import CALL, CATEGORY, N_CATEGORIES, OUTPUT, Analysis
 from .budget import LimitName
 from .tiers import missing_placeholder
 
@@ -103,16 +109,51 @@ class Builder:
             for u, kind in zip(analysis.unit_of, analysis.kinds, strict=True)
         ]
         self.entry_of: list[Entry | None] = [None] * len(items)
+        # whether function calls share an id (then ``own_ids`` looks at each selection)
+        call_ids = [
+            cast(FunctionCallItem, it.body).call_id
+            for it, kind in zip(items, analysis.kinds, strict=True)
+            if kind == CALL and type(it.body) is FunctionCallItem
+        ]
+        self.shared_ids = format != "canonical" and len(set(call_ids)) < len(call_ids)
+        self.own_id_entry_of: dict[int, Entry] = {}
         # what a filler message costs in a payload (None: the format puts none first that
         # the cut search must know of; ``formats.opens_with_filler``)
         self.filler_cost = filler_usage(format, tokenizer=tokenizer, cache=cache)
+
+    def own_ids(self, rendered: Sequence[int]) -> dict[int, str]:
+        """call index -> the id it is sent with, for each function call of another format
+        whose id an earlier call of the payload (``rendered``, ascending) already has."""
+        if not self.shared_ids:
+            return {}
+        items, kinds = self.items, self.a.kinds
+        seen: set[str] = set()
+        out: dict[int, str] = {}
+        for i in rendered:
+            body = items[i].body
+            if kinds[i] == CALL and type(body) is FunctionCallItem:
+                if body.call_id in seen and items[i].format != self.format:
+                    out[i] = f"{body.call_id}_s{items[i].seq}"
+                seen.add(body.call_id)
+        return out
 
     def entries(self, selected: Sequence[int]) -> tuple[list[Entry], list[int], int]:
         """The entries a selection renders, in payload order, and its placeholder count."""
         can_render, unit_of, a = self.can_render, self.a.unit_of, self.a
         rendered = [i for i in selected if can_render[i]]
+        own = self.own_ids(rendered)
         entries: list[Entry] = []
         for i in rendered:
+            call = i if i in own else a.call_of.get(i) if own else None
+            if call in own and type(self.shown[i]) in (FunctionCallItem, FunctionCallOutputItem):
+                entry = self.own_id_entry_of.get(i)
+                if entry is None:
+                    body = self.shown[i].model_copy(update={"call_id": own[call]})  # type: ignore[index]
+                    entry = self.own_id_entry_of[i] = Entry(
+                        body=body, stored=self.items[i], unit=unit_of[i]
+                    )
+                entries.append(entry)
+                continue
             entry = self.entry_of[i]
             if entry is None:
                 entry = self.entry_of[i] = Entry(
@@ -130,7 +171,8 @@ class Builder:
                     assert isinstance(call, FunctionCallItem)  # others are never rendered
                     anchor = a.groups[a.group_of[i]][-1]
                     synthetic = FunctionCallOutputItem(
-                        call_id=call.call_id, output=missing_placeholder(call.name, call.call_id)
+                        call_id=own.get(i, call.call_id),
+                        output=missing_placeholder(call.name, call.call_id),
                     )
                     key = unit_of[i] * N_CATEGORIES + CATEGORY[OUTPUT]
                     keyed.append(((anchor, 1, i), Entry(body=synthetic, unit=unit_of[i]), key))
