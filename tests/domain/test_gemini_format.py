@@ -33,6 +33,7 @@ from app.domain.items import (
 from app.domain.projection import Budget, project_context
 from app.domain.tokens import IMAGE_TOKENS, count_text
 from tests.domain.strategies import Session, budgets, faithful_sessions, sessions, store
+from tests.support import sdk_examples as se
 from tests.support.provider_validation import (
     PayloadError,
     validate_gemini,
@@ -397,6 +398,30 @@ def test_other_formats_render_into_gemini_idiom() -> None:
         ],
     }
     validate_gemini(payload)
+
+
+def test_the_sdk_corpus_round_trips_and_reads_validly_everywhere() -> None:
+    """tests/support/sdk_examples.py's Gemini transcript (every ``Part`` field, both
+    spellings, every role) comes back byte for byte, and reads validly in every other format,
+    as the other formats' corpora read validly in gemini."""
+    contents, system = se.GEMINI_CONTENTS, se.GEMINI_SYSTEM_INSTRUCTION
+    memory = _memory(contents, system)
+    assert json.dumps(render_listing("gemini", memory)) == json.dumps(_expected(contents, system))
+    source = Session(items=memory, summary=None).source()
+    result = project_context(source, Budget(), format="gemini")
+    assert json.dumps(result.payload) == json.dumps(_expected(contents, system))
+    assert result.report.notes == []
+    for fmt in ("openai-chat", "openai-responses", "anthropic"):
+        validate_payload_faithful(fmt, project_context(source, Budget(), format=fmt).payload)  # type: ignore[arg-type]
+    others: list[tuple[str, list[Any], dict[str, Any]]] = [
+        ("openai-responses", se.RESPONSES_ITEMS, {}),
+        ("openai-chat", se.CHAT_MESSAGES, {}),
+        ("anthropic", se.anthropic_messages(), {"system": se.ANTHROPIC_SYSTEM}),
+    ]
+    for fmt, items, extra in others:
+        written = store(ingest(fmt, copy.deepcopy(items), **copy.deepcopy(extra)))  # type: ignore[arg-type]
+        source = Session(items=written, summary=None).source()
+        validate_gemini(project_context(source, Budget(), format="gemini").payload)
 
 
 def test_an_empty_text_part_stays_in_the_record_only() -> None:
