@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from app.domain.formats import (
     Entry,
@@ -111,7 +111,7 @@ class Builder:
         self.entry_of: list[Entry | None] = [None] * len(items)
         # whether function calls share an id (then ``own_ids`` looks at each selection)
         call_ids = [
-            cast(FunctionCallItem, it.body).call_id
+            it.body.call_id
             for it, kind in zip(items, analysis.kinds, strict=True)
             if kind == CALL and type(it.body) is FunctionCallItem
         ]
@@ -137,6 +137,24 @@ class Builder:
                 seen.add(body.call_id)
         return out
 
+    def _with_own_id(self, i: int, entry: Entry, own: dict[int, str]) -> Entry:
+        """``entry``, or (a call ``own`` renames, or one of its outputs) the entry sent with
+        the id of its own."""
+        call = i if i in own else self.a.call_of.get(i)
+        body = entry.body
+        if call is None or call not in own:
+            return entry
+        if type(body) is not FunctionCallItem and type(body) is not FunctionCallOutputItem:
+            return entry
+        renamed = self.own_id_entry_of.get(i)
+        if renamed is None:
+            renamed = self.own_id_entry_of[i] = Entry(
+                body=body.model_copy(update={"call_id": own[call]}),
+                stored=entry.stored,
+                unit=entry.unit,
+            )
+        return renamed
+
     def entries(self, selected: Sequence[int]) -> tuple[list[Entry], list[int], int]:
         """The entries a selection renders, in payload order, and its placeholder count."""
         can_render, unit_of, a = self.can_render, self.a.unit_of, self.a
@@ -144,22 +162,14 @@ class Builder:
         own = self.own_ids(rendered)
         entries: list[Entry] = []
         for i in rendered:
-            call = i if i in own else a.call_of.get(i) if own else None
-            if call in own and type(self.shown[i]) in (FunctionCallItem, FunctionCallOutputItem):
-                entry = self.own_id_entry_of.get(i)
-                if entry is None:
-                    body = self.shown[i].model_copy(update={"call_id": own[call]})  # type: ignore[index]
-                    entry = self.own_id_entry_of[i] = Entry(
-                        body=body, stored=self.items[i], unit=unit_of[i]
-                    )
-                entries.append(entry)
-                continue
             entry = self.entry_of[i]
             if entry is None:
                 entry = self.entry_of[i] = Entry(
                     body=self.shown[i], stored=self.items[i], unit=unit_of[i]
                 )
             entries.append(entry)
+        if own:
+            entries = [self._with_own_id(i, e, own) for i, e in zip(rendered, entries, strict=True)]
         keys = [self.order_key[i] for i in rendered]
         placeholders = 0
         if not self.drop_dangling and self.dangling:
