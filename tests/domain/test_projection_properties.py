@@ -1127,6 +1127,49 @@ def replace_budget(budget: Budget, **changes: Any) -> Budget:
     return Budget.model_validate({**budget.model_dump(), **changes})
 
 
+@pytest.mark.parametrize(
+    ("turns", "limit", "kept", "grid", "fallback"),
+    [
+        # the grid point past the first turn: the tail from the model's turn does not fit
+        ([("user", "<<1>> word "), ("assistant", "<<2>> word "), ("user", "<<3>> word ")],
+         24, [3], (2, "tokens", 2, 14), False),
+        # a pinned model turn opens every tail after the grid point: none fits, so the latest
+        # one before it that does
+        ([("user", "<<1>> "), ("assistant", "<<2>> "), ("user", "<<3>>"),
+          ("assistant", "<<4>> ok", True), ("user", "<<5>> go")],
+         21, [3, 4, 5], (10, "tokens", 2, 18), True),
+    ],
+)  # fmt: skip
+def test_gemini_stable_cut_counts_its_filler(
+    turns: list[tuple[Any, ...]],
+    limit: int,
+    kept: list[int],
+    grid: tuple[int, str, int, int],
+    fallback: bool,
+) -> None:
+    """Regression: a stable cut starts at the first candidate at or after its grid point, past
+    the tight cut, which was taken to fit because a later tail always costs less. In gemini a
+    tail opening on the model's side costs the filler user content too, and the stable cut
+    went over the budget it was given (25 tokens for 24; 23 for 21), with no note. It now
+    takes the first candidate there that fits, else the latest before it that does."""
+    news = [
+        NewItem(body=MessageItem(role=role, content=text), pinned=bool(pinned))
+        for role, text, *pinned in turns
+    ]
+    session = Session(items=store(news), summary=None)
+    tight = project(session, Budget(max_tokens=limit), "gemini")
+    assert tight.report.projected_tokens <= limit
+    result = project(session, Budget(max_tokens=limit, cut="stable", cut_step=0.1), "gemini")
+    assert result.report.projected_tokens <= limit, result.payload
+    assert carried("gemini", result.payload, session.items) == kept
+    assert grid_note(result.report.notes) == grid
+    said = any(n.startswith("stable: no boundary at or after") for n in result.report.notes)
+    assert said is fallback
+    test_invariants_with_a_stable_cut.hypothesis.inner_test(  # type: ignore[attr-defined]
+        "gemini", session, Budget(max_tokens=limit), 0.1
+    )
+
+
 def gemini_filler_session(*, pinned_reasoning: bool) -> Session:
     """A short user turn (cheaper than gemini's ``[earlier conversation omitted]`` filler), a
     call (its arguments spaced out: stored, they count more than gemini sends, so the cut's
