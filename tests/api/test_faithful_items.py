@@ -29,8 +29,16 @@ from tests.support.provider_validation import (
 )
 from tests.support.spec_check import ASYNC_HOOKS
 
-PROVIDER_FORMATS = ("openai-responses", "openai-chat", "anthropic")
-PAYLOAD_KEY = {"openai-responses": "input", "openai-chat": "messages", "anthropic": "messages"}
+PROVIDER_FORMATS = ("openai-responses", "openai-chat", "anthropic", "gemini")
+PAYLOAD_KEY = {
+    "openai-responses": "input",
+    "openai-chat": "messages",
+    "anthropic": "messages",
+    "gemini": "contents",
+}
+# the system prompt a format takes beside its list (a key of the append body, of a listed page
+# and of the context payload alike)
+SYSTEM_KEY = {"anthropic": "system", "gemini": "system_instruction"}
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +59,17 @@ async def agent_client(
 
 
 def corpus(fmt: str) -> dict[str, Any]:
-    """The append body of one format's whole corpus (``items`` and, for anthropic, ``system``)."""
+    """The append body of one format's whole corpus (``items`` and, for anthropic, ``system``;
+    for gemini, ``system_instruction``)."""
     if fmt == "openai-responses":
         return {"items": copy.deepcopy(se.RESPONSES_ITEMS)}
     if fmt == "openai-chat":
         return {"items": copy.deepcopy(se.CHAT_MESSAGES)}
+    if fmt == "gemini":
+        return {
+            "items": copy.deepcopy(se.GEMINI_CONTENTS),
+            "system_instruction": copy.deepcopy(se.GEMINI_SYSTEM_INSTRUCTION),
+        }
     return {
         "items": se.anthropic_messages(copy.deepcopy(se.ANTHROPIC_EXCHANGES)),
         "system": copy.deepcopy(se.ANTHROPIC_SYSTEM),
@@ -73,7 +87,8 @@ async def append_in(
 async def read_items(
     client: httpx.AsyncClient, sid: str, fmt: str, *, limit: int = 1000, **params: Any
 ) -> dict[str, Any]:
-    """Every page of ``GET /items?format=fmt``: the items, each page's ``system``, the notes."""
+    """Every page of ``GET /items?format=fmt``: the items, each page's ``system`` (or
+    ``system_instruction``), the notes."""
     items: list[Any] = []
     systems: list[Any] = []
     notes: list[str] = []
@@ -91,8 +106,9 @@ async def read_items(
                 isinstance(n, str) for n in page["notes"]
             )
             notes.extend(page["notes"])
-            if "system" in page:
-                systems.append(page["system"])
+            for key in ("system", "system_instruction"):
+                if page.get(key) is not None:
+                    systems.append(page[key])
         items.extend(page["items"])
         cursor = page["next_cursor"]
         if cursor is None or "last" in params:
@@ -109,7 +125,11 @@ async def context_in(client: httpx.AsyncClient, sid: str, fmt: str) -> dict[str,
 
 
 def payload_of(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: body[k] for k in ("input", "messages", "system") if k in body}
+    return {
+        k: body[k]
+        for k in ("input", "messages", "system", "contents", "system_instruction")
+        if k in body
+    }
 
 
 def _label(value: Any) -> str:
@@ -161,17 +181,20 @@ async def test_every_example_round_trips_in_its_format(
     assert all(i["id"].startswith("itm_") for i in stored), [i["id"] for i in stored][:5]
     assert len({i["id"] for i in stored}) == len(stored)
 
+    system_key = SYSTEM_KEY.get(fmt)
     whole = await read_items(agent_client, sid, fmt)
     assert_same_json(whole["items"], sent, what=f"GET /items?format={fmt}")
-    if fmt == "anthropic":
+    if system_key is not None:
         assert len(whole["systems"]) == 1, whole["systems"]
-        assert_same_json(whole["systems"][0], body["system"], what="GET /items system")
+        assert_same_json(whole["systems"][0], body[system_key], what="GET /items system")
     paged = await read_items(agent_client, sid, fmt, limit=7)
     assert_same_json(paged["items"], sent, what=f"GET /items?format={fmt}&limit=7, all pages")
     if fmt == "anthropic":
         assert_same_json(
             [b for s in paged["systems"] for b in s], body["system"], what="paged system"
         )
+    elif fmt == "gemini":  # one item, first: on the first page
+        assert_same_json(paged["systems"], [body[system_key]], what="paged system_instruction")
     last = await read_items(agent_client, sid, fmt, last=3)
     assert_same_json(
         last["items"], sent[-len(last["items"]) :], what=f"GET /items?format={fmt}&last=3"
@@ -184,10 +207,11 @@ async def test_every_example_round_trips_in_its_format(
     served = await context_in(agent_client, sid, fmt)
     payload = payload_of(served)
     assert_same_json(payload[PAYLOAD_KEY[fmt]], sent, what=f"POST /context {fmt}")
-    if fmt == "anthropic":
-        assert_same_json(payload.get("system"), body["system"], what="POST /context system")
-    else:
-        assert "system" not in payload
+    for key in ("system", "system_instruction"):
+        if key == system_key:
+            assert_same_json(payload.get(key), body[key], what=f"POST /context {key}")
+        else:
+            assert key not in payload
     validate_payload_faithful(fmt, payload)
     assert served["report"]["dropped_items"] == 0, served["report"]
 
@@ -259,6 +283,7 @@ async def test_repeated_provider_ids_never_conflict(
     first = await append_in(agent_client, sid, fmt, copy.deepcopy(body))
     second_body = copy.deepcopy(body)
     second_body.pop("system", None)
+    second_body.pop("system_instruction", None)
     second = await append_in(agent_client, sid, fmt, second_body)
     assert not {i["id"] for i in first["items"]} & {i["id"] for i in second["items"]}
     twice = body["items"] + body["items"]
@@ -525,9 +550,11 @@ async def test_a_corpus_read_in_another_format_is_valid_and_names_what_it_left_o
     await create(agent_client, sid)
     body = corpus(src)
     await append_in(agent_client, sid, src, body)
-    source = body["items"] + (
-        [{"type": "system", "content": body["system"]}] if "system" in body else []
-    )
+    source = body["items"] + [
+        {"type": "system", "content": body[key]}
+        for key in ("system", "system_instruction")
+        if key in body
+    ]
 
     page = await read_items(agent_client, sid, dst)
     problems = []

@@ -293,11 +293,8 @@ CHAT_SPLIT_MESSAGE_FIXED = True
 
 _SMALL_PNG_B64 = "iVBORw0KGgo="
 _SMALL_PNG_URL = "data:image/png;base64," + _SMALL_PNG_B64
-# Gemini turns in wild faithful sessions (``_gemini_step`` and friends). With them on,
-# test_projection_properties.py::test_invariants[gemini] passes (the order failure it had was
-# the test reading a cleared output by a derived key that repeats, fixed in ``carried``); the
-# other FORMATS tests have not been run with them yet: turn on once they are.
-GEMINI_TURNS = False
+# Gemini turns in wild faithful sessions (``_gemini_step`` and friends).
+GEMINI_TURNS = True
 _FORMATS_MIXED = ("canonical", "openai-responses", "anthropic", "openai-chat") + (
     ("gemini",) if GEMINI_TURNS else ()
 )

@@ -23,11 +23,22 @@ from hypothesis import strategies as st
 from app.domain.errors import InvalidInput
 from app.domain.formats import ingest, payload_usage, render, render_listing
 from app.domain.formats.gemini import DATA_FIELDS, derived_call_id
-from app.domain.items import FunctionCallItem, FunctionCallOutputItem, ReasoningItem, opaque_texts
+from app.domain.items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    ReasoningItem,
+    TextPart,
+    opaque_texts,
+)
 from app.domain.projection import Budget, project_context
 from app.domain.tokens import IMAGE_TOKENS, count_text
 from tests.domain.strategies import Session, budgets, faithful_sessions, sessions, store
-from tests.support.provider_validation import PayloadError, validate_gemini
+from tests.support import sdk_examples as se
+from tests.support.provider_validation import (
+    PayloadError,
+    validate_gemini,
+    validate_payload_faithful,
+)
 
 SETTINGS = settings(
     max_examples=40,
@@ -387,6 +398,89 @@ def test_other_formats_render_into_gemini_idiom() -> None:
         ],
     }
     validate_gemini(payload)
+
+
+def test_the_sdk_corpus_round_trips_and_reads_validly_everywhere() -> None:
+    """tests/support/sdk_examples.py's Gemini transcript (every ``Part`` field, both
+    spellings, every role) comes back byte for byte, and reads validly in every other format,
+    as the other formats' corpora read validly in gemini."""
+    contents, system = se.GEMINI_CONTENTS, se.GEMINI_SYSTEM_INSTRUCTION
+    memory = _memory(contents, system)
+    assert json.dumps(render_listing("gemini", memory)) == json.dumps(_expected(contents, system))
+    source = Session(items=memory, summary=None).source()
+    result = project_context(source, Budget(), format="gemini")
+    assert json.dumps(result.payload) == json.dumps(_expected(contents, system))
+    assert result.report.notes == []
+    for fmt in ("openai-chat", "openai-responses", "anthropic"):
+        validate_payload_faithful(fmt, project_context(source, Budget(), format=fmt).payload)  # type: ignore[arg-type]
+    others: list[tuple[str, list[Any], dict[str, Any]]] = [
+        ("openai-responses", se.RESPONSES_ITEMS, {}),
+        ("openai-chat", se.CHAT_MESSAGES, {}),
+        ("anthropic", se.anthropic_messages(), {"system": se.ANTHROPIC_SYSTEM}),
+    ]
+    for fmt, items, extra in others:
+        written = store(ingest(fmt, copy.deepcopy(items), **copy.deepcopy(extra)))  # type: ignore[arg-type]
+        source = Session(items=written, summary=None).source()
+        validate_gemini(project_context(source, Budget(), format="gemini").payload)
+
+
+def test_an_empty_text_part_stays_in_the_record_only() -> None:
+    """Regression (wild sessions with gemini turns): an empty text part (the SDK writes
+    ``Part(text="")``) became an empty text block in anthropic, which the Messages API refuses.
+    It carries nothing: the record keeps it, the canonical view leaves it out, and a content of
+    nothing else is an empty message (left out elsewhere, as Chat's audio-only reply is)."""
+    contents = [
+        {"role": "user", "parts": [{"text": "<<1>> look"}, {"text": ""}]},
+        {"role": "model", "parts": [{"text": ""}]},
+        {"role": "user", "parts": [{"text": "<<3>> and?"}]},
+    ]
+    memory = _memory(contents, {"parts": [{"text": "Be terse."}, {"text": ""}]})
+    assert [m.body.content for m in memory[1:]] == [  # type: ignore[union-attr]
+        [TextPart(text="<<1>> look")],
+        "",
+        [TextPart(text="<<3>> and?")],
+    ]
+    assert memory[0].body.content == [TextPart(text="Be terse.")]  # type: ignore[union-attr]
+    system = {"parts": [{"text": "Be terse."}, {"text": ""}]}
+    assert render_listing("gemini", memory) == _expected(contents, system)
+    source = Session(items=memory, summary=None).source()
+    assert project_context(source, Budget(), format="gemini").payload == _expected(contents, system)
+    anthropic = project_context(source, Budget(), format="anthropic")
+    validate_payload_faithful("anthropic", anthropic.payload)
+    assert "<<1>>" in json.dumps(anthropic.payload) and "<<3>>" in json.dumps(anthropic.payload)
+    assert any("left out 1 items" in n for n in anthropic.report.notes), anthropic.report.notes
+
+
+def test_a_derived_call_id_repeated_turn_after_turn_is_one_call_s_elsewhere() -> None:
+    """Regression (wild sessions with gemini turns): calls without ids get a key derived from
+    their name, so a turn that calls ``read_file`` again repeats it; in gemini that is how the
+    API pairs them, but read in openai-responses two ``function_call``s had one ``call_id``.
+    There, each call after the first with its id is sent with its own (and its output too)."""
+    turn = [
+        {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {"p": "a"}}}]},
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "read_file", "response": {"output": "A"}}}],
+        },
+    ]
+    contents = [{"role": "user", "parts": [{"text": "read a twice"}]}, *turn, *copy.deepcopy(turn)]
+    memory = _memory(contents, None)
+    assert {m.body.call_id for m in memory if isinstance(m.body, FunctionCallItem)} == {
+        "gm_read_5ffile"
+    }
+    source = Session(items=memory, summary=None).source()
+    native = project_context(source, Budget(), format="gemini").payload
+    assert native == _expected(contents, None)
+    for fmt, key in (("openai-responses", "input"), ("openai-chat", "messages")):
+        payload = project_context(source, Budget(), format=fmt).payload  # type: ignore[arg-type]
+        validate_payload_faithful(fmt, payload)
+        text = json.dumps(payload)
+        assert text.count('"gm_read_5ffile"') == 2 and text.count('"gm_read_5ffile_s4"') == 2, key
+    # the first call with its id out of the payload: the second is sent under the id itself
+    tail = project_context(
+        Session(items=memory[3:], summary=None).source(), Budget(), format="openai-responses"
+    ).payload
+    assert [i.get("call_id") for i in tail["input"]] == ["gm_read_5ffile", "gm_read_5ffile"]
 
 
 def test_a_thought_stays_gemini_s_own() -> None:

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from app.domain.formats import ingest, render_listing
 from app.domain.formats.anthropic import CONTINUATION
+from app.domain.formats.gemini import CONTINUATION as GEMINI_FILLER
 from app.domain.formats.openai_chat import is_legacy_call
 from app.domain.items import (
     FunctionCallItem,
@@ -74,11 +75,21 @@ def carried(
     if fmt == "canonical":
         return [i["seq"] for i in payload["items"] if "seq" in i]
     # a key may answer several calls (gemini's derived keys repeat turn after turn): a cleared
-    # output is the first one with its key not yet read
+    # output is one not yet read that answers the call with its key read last (an output
+    # answers the latest earlier call with its key), else the first one with its key not yet
+    # read
     output_of: dict[str, list[int]] = {}
+    answers: dict[int, int] = {}  # output -> call, as the projection pairs them
+    latest: dict[str, int] = {}
     for it in memory:
+        if isinstance(it.body, FunctionCallItem):
+            latest[it.body.call_id] = it.seq
         if isinstance(it.body, FunctionCallOutputItem):
             output_of.setdefault(it.body.call_id, []).append(it.seq)
+            if it.body.call_id in latest:
+                answers[it.seq] = latest[it.body.call_id]
+    read_call: dict[str, int] = {}
+    calls = {it.seq: it.body.call_id for it in memory if isinstance(it.body, FunctionCallItem)}
     known = {it.seq for it in memory}
     if fmt in ("anthropic", "gemini") and part != "all":
         doc = payload.get(part) or ""
@@ -89,13 +100,15 @@ def carried(
         if m.group(1):
             seq = int(m.group(1))
         elif m.group(2):
-            seq = next(
-                (s for s in output_of[m.group(2)] if s not in out), output_of[m.group(2)][-1]
-            )
+            key = m.group(2)
+            unread = [s for s in output_of[key] if s not in out] or output_of[key][-1:]
+            seq = next((s for s in unread if answers.get(s) == read_call.get(key)), unread[0])
         else:
             seq = int(m.group(3))
         if seq in known and (not out or out[-1] != seq):
             out.append(seq)
+            if seq in calls:
+                read_call[calls[seq]] = seq
     return out
 
 
@@ -521,6 +534,9 @@ class Spec:
             return {
                 "canonical": True,
                 "openai-chat": False,
+                # OpenAI-style; a Gemini thought (its signature as encrypted content) is
+                # Gemini's own, as Anthropic's thinking is Anthropic's; and only under an id
+                # OpenAI issued
                 "openai-responses": b.signature is None
                 and not b.redacted
                 and it.format != "gemini"
@@ -1170,12 +1186,7 @@ def test_chat_tool_call_is_answered_before_a_legacy_call_after_it(answered: bool
             test_invariants.hypothesis.inner_test(fmt, session, each)  # type: ignore[attr-defined]
 
 
-# Not yet gemini: with a budget equal to a gemini projection's own usage, a session whose
-# pinned items gemini cannot carry (canonical reasoning, a compaction item) is sometimes cut
-# at its first user turn, which gemini then replaces with its placeholder (found by this
-# property; the count the selection uses and the rendered contents disagree there). Until
-# that is fixed the other properties run for gemini, this one for the other formats.
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "gemini"])
+@pytest.mark.parametrize("fmt", FORMATS)
 @PROPS
 @given(session=sessions(faithful=True), budget=budgets(), extra=st.integers(1, 200))
 def test_recency_is_monotone_and_tight(
@@ -1209,6 +1220,105 @@ def test_recency_is_monotone_and_tight(
 
 def replace_budget(budget: Budget, **changes: Any) -> Budget:
     return Budget.model_validate({**budget.model_dump(), **changes})
+
+
+@pytest.mark.parametrize(
+    ("turns", "limit", "kept", "grid", "fallback"),
+    [
+        # the grid point past the first turn: the tail from the model's turn does not fit
+        ([("user", "<<1>> word "), ("assistant", "<<2>> word "), ("user", "<<3>> word ")],
+         24, [3], (2, "tokens", 2, 14), False),
+        # a pinned model turn opens every tail after the grid point: none fits, so the latest
+        # one before it that does
+        ([("user", "<<1>> "), ("assistant", "<<2>> "), ("user", "<<3>>"),
+          ("assistant", "<<4>> ok", True), ("user", "<<5>> go")],
+         21, [3, 4, 5], (10, "tokens", 2, 18), True),
+    ],
+)  # fmt: skip
+def test_gemini_stable_cut_counts_its_filler(
+    turns: list[tuple[Any, ...]],
+    limit: int,
+    kept: list[int],
+    grid: tuple[int, str, int, int],
+    fallback: bool,
+) -> None:
+    """Regression: a stable cut starts at the first candidate at or after its grid point, past
+    the tight cut, which was taken to fit because a later tail always costs less. In gemini a
+    tail opening on the model's side costs the filler user content too, and the stable cut
+    went over the budget it was given (25 tokens for 24; 23 for 21), with no note. It now
+    takes the first candidate there that fits, else the latest before it that does."""
+    news = [
+        NewItem(body=MessageItem(role=role, content=text), pinned=bool(pinned))
+        for role, text, *pinned in turns
+    ]
+    session = Session(items=store(news), summary=None)
+    tight = project(session, Budget(max_tokens=limit), "gemini")
+    assert tight.report.projected_tokens <= limit
+    result = project(session, Budget(max_tokens=limit, cut="stable", cut_step=0.1), "gemini")
+    assert result.report.projected_tokens <= limit, result.payload
+    assert carried("gemini", result.payload, session.items) == kept
+    assert grid_note(result.report.notes) == grid
+    said = any(n.startswith("stable: no boundary at or after") for n in result.report.notes)
+    assert said is fallback
+    test_invariants_with_a_stable_cut.hypothesis.inner_test(  # type: ignore[attr-defined]
+        "gemini", session, Budget(max_tokens=limit), 0.1
+    )
+
+
+def gemini_filler_session(*, pinned_reasoning: bool) -> Session:
+    """A short user turn (cheaper than gemini's ``[earlier conversation omitted]`` filler), a
+    call (its arguments spaced out: stored, they count more than gemini sends, so the cut's
+    estimate starts late) and its output, the newest request; and, with
+    ``pinned_reasoning``, pinned reasoning gemini cannot carry before the call."""
+    news = [NewItem(body=MessageItem(role="user", content="<<1>> hi"))]
+    if pinned_reasoning:
+        news.append(NewItem(body=ReasoningItem(summary=["<<2>> Read it first."]), pinned=True))
+    call_seq = len(news) + 1
+    news += [
+        NewItem(
+            body=FunctionCallItem(
+                call_id="call_1",
+                name="read_file",
+                arguments='{"path":' + " " * 40 + f'"<<{call_seq}>>"}}',
+            )
+        ),
+        NewItem(body=FunctionCallOutputItem(call_id="call_1", output=f"<<{call_seq + 1}>> ok")),
+        NewItem(body=MessageItem(role="user", content=f"<<{call_seq + 2}>> Fix the bug.")),
+    ]
+    return Session(items=store(news), summary=None)
+
+
+@pytest.mark.parametrize("pinned_reasoning", [False, True])
+@pytest.mark.parametrize("limit", ["max_chars", "max_tokens"])
+def test_gemini_cut_counts_its_filler(pinned_reasoning: bool, limit: str) -> None:
+    """Regression (the recency property, once excluded for gemini): a tail that opens on the
+    model's side gets gemini's filler user content, which may cost more than the user turn a
+    longer tail would start with, so a longer tail can fit where a shorter one does not. The
+    cut search assumed the shorter one always costs less: with the full payload's own usage as
+    budget it kept only the newest request (a call and its output that fit were dropped), or,
+    with pinned items gemini cannot carry leading the session, sent the mandatory part (with
+    the filler, over the budget) saying that part alone exceeded it."""
+    session = gemini_filler_session(pinned_reasoning=pinned_reasoning)
+    full = project(session, Budget(), "gemini")
+    assert full.payload["contents"][0]["parts"] == [{"text": "<<1>> hi"}]
+    usage = {"max_chars": full.report.projected_chars, "max_tokens": full.report.projected_tokens}
+    for extra in (0, 1, 40):
+        result = project(session, Budget(**{limit: usage[limit] + extra}), "gemini")
+        assert result.payload == full.payload, extra
+        assert not any("mandatory" in n for n in result.report.notes), result.report.notes
+    # one less: the mandatory part (the newest request; the pinned reasoning's call, its
+    # output and so the filler); without the filler it fits
+    result = project(session, Budget(**{limit: usage[limit] - 1}), "gemini")
+    seqs = [it.seq for it in session.items]
+    kept = seqs[2:] if pinned_reasoning else seqs[-1:]
+    assert carried("gemini", result.payload, session.items) == kept
+    opens_with_filler = result.payload["contents"][0]["parts"] == [{"text": GEMINI_FILLER}]
+    assert opens_with_filler is pinned_reasoning
+    mandatory_over = any("mandatory" in n for n in result.report.notes)
+    assert mandatory_over is pinned_reasoning
+    for budget in (Budget(**{limit: usage[limit]}), Budget(**{limit: usage[limit] - 1})):
+        test_recency_is_monotone_and_tight.hypothesis.inner_test("gemini", session, budget, 1)  # type: ignore[attr-defined]
+        test_invariants.hypothesis.inner_test("gemini", session, budget)  # type: ignore[attr-defined]
 
 
 # -- cache stability (invariant 10) -------------------------------------------------------------

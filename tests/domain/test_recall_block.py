@@ -46,13 +46,18 @@ WORDS = st.sampled_from(
 def candidates(draw: st.DrawFn) -> list[RecallCandidate]:
     n = draw(st.integers(1, 8))
     out = []
+    seen: set[tuple[str, int]] = set()
     for k in range(n):
         text = " ".join(draw(st.lists(WORDS, min_size=1, max_size=25)))
         own = draw(st.booleans())
         seq = draw(st.integers(1, 500))
+        session_id = "s:1" if own else f"s:{draw(st.integers(2, 4))}"
+        if (session_id, seq) in seen:  # a search finds an item once
+            continue
+        seen.add((session_id, seq))
         out.append(
             RecallCandidate(
-                session_id="s:1" if own else f"s:{draw(st.integers(2, 4))}",
+                session_id=session_id,
                 seq=seq,
                 last_seq=seq + draw(st.sampled_from([0, 0, 1])),
                 created_at=CREATED + timedelta(minutes=draw(st.integers(0, 10_000))),

@@ -16,8 +16,10 @@ from typing import Any
 import anthropic.types as at
 import openai.types.chat as oc
 import pytest
+from google.genai import types as gt
 from openai.types.responses.response_input_item_param import ResponseInputItemParam
 
+from app.domain.formats.gemini import DATA_FIELDS
 from tests.support import provider_validation as pv
 from tests.support import sdk_examples as se
 
@@ -65,10 +67,27 @@ def test_member_lists_are_derived_from_the_unions() -> None:
         "function",
     }
 
+    # Gemini's union is ``Part``: one data field (the kinds the format knows) or metadata
+    assert se.GEMINI_PART_FIELDS == tuple(gt.Part.model_fields)
+    assert set(DATA_FIELDS) < set(se.GEMINI_PART_FIELDS)
+
 
 def test_every_union_member_has_an_example() -> None:
-    assert se.missing_examples() == {"openai-responses": [], "openai-chat": [], "anthropic": []}
+    assert se.missing_examples() == {
+        "openai-responses": [],
+        "openai-chat": [],
+        "anthropic": [],
+        "gemini": [],
+    }
     se.check_coverage()
+    # each data field the format knows, in both spellings somewhere
+    for field in DATA_FIELDS:
+        camel = field.split("_")[0] + "".join(w.title() for w in field.split("_")[1:])
+        spelled = {k for c in se.GEMINI_EXAMPLES[field] for p in c["parts"] for k in p}
+        assert camel in spelled or field in spelled, field
+    assert {"functionCall", "function_call", "functionResponse", "function_response"} <= {
+        k for c in se.GEMINI_CONTENTS for p in c["parts"] for k in p
+    }
 
 
 def test_a_member_without_an_example_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,6 +96,10 @@ def test_a_member_without_an_example_fails_loudly(monkeypatch: pytest.MonkeyPatc
             m.setitem(table, "FutureNewThingParam", ("future_new_thing",))
             with pytest.raises(se.MissingExample, match="FutureNewThingParam"):
                 se.check_coverage()
+    with monkeypatch.context() as m:  # a field a new google-genai adds to ``Part``
+        m.setattr(se, "GEMINI_PART_FIELDS", (*se.GEMINI_PART_FIELDS, "future_new_thing"))
+        with pytest.raises(se.MissingExample, match="future_new_thing"):
+            se.check_coverage()
 
 
 @pytest.mark.parametrize(
@@ -93,6 +116,18 @@ def test_every_member_of_the_nested_unions_appears(
 ) -> None:
     """Content parts, annotations, actions, block contents...: each member somewhere."""
     assert se.nested_missing(nested, corpus, discriminator=discriminator) == {}
+
+
+def test_every_field_of_the_nested_gemini_types_appears() -> None:
+    """functionCall, functionResponse (and its media parts), inlineData, ...: each field
+    somewhere (a field a new SDK adds fails here)."""
+    assert se.gemini_nested_missing() == {}
+    without = copy.deepcopy(se.GEMINI_CONTENTS)
+    for content in without:
+        for part in content["parts"]:
+            call = part.get("functionCall") or part.get("function_call") or {}
+            call.pop("partialArgs", None)
+    assert se.gemini_nested_missing(without) == {"functionCall fields": ["partial_args"]}
 
 
 def test_nested_coverage_notices_a_missing_part() -> None:
@@ -118,6 +153,27 @@ def test_responses_example_validates(member: Any, item: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("member", "item"), se.CHAT_CORPUS, ids=_ids(se.CHAT_CORPUS))
 def test_chat_example_validates(member: Any, item: dict[str, Any]) -> None:
     se.validate_example("openai-chat", member, item, where=member.__name__)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [se.GEMINI_SYSTEM_INSTRUCTION, *se.GEMINI_CONTENTS],
+    ids=["system_instruction", *(f"{k}-{c.get('role')}" for k, c in enumerate(se.GEMINI_CONTENTS))],
+)
+def test_gemini_example_validates(content: dict[str, Any]) -> None:
+    se.validate_gemini_example(content, where=str(content.get("role")))
+    pv.validate_item_faithful("gemini", content)
+
+
+def test_gemini_example_validation_refuses_what_the_sdk_would_not_write() -> None:
+    content = copy.deepcopy(se.GEMINI_CONTENTS[0])
+    content["parts"][1]["inlineData"]["colour"] = "red"  # an unknown key
+    with pytest.raises(pv.PayloadError):
+        se.validate_gemini_example(content, where="extra key")
+    content = copy.deepcopy(se.GEMINI_CONTENTS[0])
+    content["parts"][0]["function_call"] = None  # a null the SDK would leave out
+    with pytest.raises(pv.PayloadError):
+        se.validate_gemini_example(content, where="null")
 
 
 ANTHROPIC_MESSAGES = se.anthropic_messages(
@@ -160,6 +216,10 @@ def test_the_transcripts_are_valid_requests() -> None:
     )
     for exchange in se.ANTHROPIC_EXCHANGES:  # each exchange stands alone too
         pv.validate_anthropic_faithful({"messages": exchange})
+    pv.validate_payload_faithful(
+        "gemini",
+        {"system_instruction": se.GEMINI_SYSTEM_INSTRUCTION, "contents": se.GEMINI_CONTENTS},
+    )
 
 
 def test_the_big_screenshot_is_a_real_png_of_about_1_2_mb() -> None:
@@ -410,3 +470,40 @@ def test_example_validation_refuses_a_coerced_value() -> None:
     broken["actions"][0]["x"] = "412"  # lax pydantic would make it 412
     with pytest.raises(pv.PayloadError):
         se.validate_example("openai-responses", member, broken, where="coerced")
+
+
+def _gemini_with(change: Any) -> dict[str, Any]:
+    payload = {
+        "system_instruction": copy.deepcopy(se.GEMINI_SYSTEM_INSTRUCTION),
+        "contents": copy.deepcopy(se.GEMINI_CONTENTS),
+    }
+    change(payload)
+    return payload
+
+
+def _gemini_part(payload: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(p for c in payload["contents"] for p in c["parts"] if key in p)
+
+
+GEMINI_BROKEN = {
+    "first turn the model's": lambda p: p["contents"].pop(0),
+    "two user turns in a row": lambda p: p["contents"].insert(
+        1, {"role": "user", "parts": [{"text": "again"}]}
+    ),
+    "a call left unanswered": lambda p: p["contents"][2]["parts"].pop(0),
+    "a response to another id": lambda p: _gemini_part(p, "functionResponse")[
+        "functionResponse"
+    ].update(id="fc_nope"),
+    "an unknown part key": lambda p: p["contents"][0]["parts"][0].update(colour="red"),
+    "a role the API does not know": lambda p: p["contents"][1].update(role="assistant"),
+    "a content without parts": lambda p: p["contents"][-1].update(parts=[]),
+    "a system instruction with media": lambda p: p["system_instruction"]["parts"].append(
+        {"inlineData": {"mimeType": "image/png", "data": se.SMALL_PNG_B64}}
+    ),
+}
+
+
+@pytest.mark.parametrize("change", GEMINI_BROKEN.values(), ids=GEMINI_BROKEN.keys())
+def test_gemini_validator_refuses(change: Any) -> None:
+    with pytest.raises(pv.PayloadError):
+        pv.validate_payload_faithful("gemini", _gemini_with(change))

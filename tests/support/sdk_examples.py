@@ -39,6 +39,7 @@ import anthropic.types as at
 import openai.types.chat as oc
 import openai.types.responses as orr
 from anthropic.types import content_block_source_param as at_cbs
+from google.genai import types as gt
 from openai.types.chat import chat_completion_assistant_message_param as oc_assistant
 from openai.types.chat import chat_completion_user_message_param as oc_user
 from openai.types.responses import response_input_item_param as rip
@@ -1886,6 +1887,376 @@ def anthropic_messages(exchanges: list[list[Item]] = ANTHROPIC_EXCHANGES) -> lis
     return [message for exchange in exchanges for message in exchange]
 
 
+# -- Gemini (google-genai) ---------------------------------------------------------------------
+#
+# Built with the installed SDK's own types and dumped as a client sends them: the REST API's
+# camelCase (``_rest``), or the Python SDK's snake_case (``_sdk``, ``model_dump`` of a
+# ``Content``). Bytes (inline data, thought signatures) come out as the SDK encodes them.
+
+
+def _rest(content: gt.Content) -> Item:
+    return content.model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+def _sdk(content: gt.Content) -> Item:
+    return content.model_dump(mode="json", exclude_none=True)
+
+
+_THOUGHT_SIGNATURE = base64.b64decode("CiQBcsjafFWsmAB2xXlqvbOHUcrKtZ" + "wQdq4eNXyL" * 4 + "cA==")
+GEMINI_SYSTEM_INSTRUCTION: Item = _rest(
+    gt.Content(
+        parts=[
+            gt.Part(text="You are a data analyst for the sales team. Show your numbers."),
+            gt.Part(text="Answer in English."),
+        ]
+    )
+)
+GEMINI_CONTENTS: list[Item] = [
+    # a user turn with media: an image, a PDF's pages, a video clip, a sheet, an audio clip
+    _rest(
+        gt.Content(
+            role="user",
+            parts=[
+                gt.Part(text="Q3 sales are attached. What drove the drop in September?"),
+                gt.Part(
+                    inline_data=gt.Blob(
+                        mime_type="image/png",
+                        data=base64.b64decode(SMALL_PNG_B64),
+                        display_name="dashboard.png",
+                    ),
+                    media_resolution=gt.PartMediaResolution(
+                        level=gt.PartMediaResolutionLevel.MEDIA_RESOLUTION_HIGH
+                    ),
+                ),
+                gt.Part(
+                    file_data=gt.FileData(
+                        file_uri="https://generativelanguage.googleapis.com/v1beta/files/q3-report",
+                        mime_type="application/pdf",
+                        display_name="q3-report.pdf",
+                    ),
+                    document_metadata=gt.DocumentMetadata(start_page=2, end_page=4),
+                ),
+                gt.Part(
+                    file_data=gt.FileData(
+                        file_uri="gs://sales-reviews/q3-review.mp4", mime_type="video/mp4"
+                    ),
+                    video_metadata=gt.VideoMetadata(start_offset="30s", end_offset="95s", fps=0.5),
+                    media_processing=gt.MediaProcessing.STATIC,
+                ),
+                gt.Part(
+                    file_data=gt.FileData(
+                        file_uri="https://generativelanguage.googleapis.com/v1beta/files/q3-sheet",
+                        mime_type="application/vnd.google-apps.spreadsheet",
+                    ),
+                    spreadsheet_metadata=gt.SpreadsheetMetadata(
+                        visible_cells="A1:F40", sheet_index=0
+                    ),
+                ),
+                gt.Part(
+                    inline_data=gt.Blob(mime_type="audio/wav", data=base64.b64decode(WAV_B64)),
+                    audio_metadata=gt.AudioMetadata(start_offset="0s", end_offset="0.1s"),
+                    part_metadata={"source": "voice-memo"},
+                ),
+            ],
+        )
+    ),
+    # the model thinks, says so, and calls two functions (with ids), the first one signed;
+    # the second streamed its arguments
+    _rest(
+        gt.Content(
+            role="model",
+            parts=[
+                gt.Part(
+                    text="The drop is in one region; break revenue down by region and week.",
+                    thought=True,
+                    thought_signature=_THOUGHT_SIGNATURE,
+                ),
+                gt.Part(text="Let me break September down by region."),
+                gt.Part(
+                    function_call=gt.FunctionCall(
+                        id="fc_9a1e2b",
+                        name="run_query",
+                        args={"sql": "SELECT region, SUM(amount) FROM sales GROUP BY region"},
+                    ),
+                    thought_signature=_THOUGHT_SIGNATURE,
+                ),
+                gt.Part(
+                    function_call=gt.FunctionCall(
+                        id="fc_9a1e2c",
+                        name="chart",
+                        args={"kind": "bar", "series": "region"},
+                        partial_args=[
+                            gt.PartialArg(json_path="$.kind", string_value="bar"),
+                            gt.PartialArg(json_path="$.stacked", bool_value=False),
+                            gt.PartialArg(json_path="$.limit", number_value=12),
+                            gt.PartialArg(json_path="$.title", null_value="NULL_VALUE"),
+                        ],
+                        will_continue=False,
+                    )
+                ),
+            ],
+        )
+    ),
+    # the answers, by id: rows; a chart as media (FunctionResponsePart), sent without waiting
+    _rest(
+        gt.Content(
+            role="user",
+            parts=[
+                gt.Part(
+                    function_response=gt.FunctionResponse(
+                        id="fc_9a1e2b",
+                        name="run_query",
+                        response={"output": "EMEA 1.2M\nAPAC 0.4M\nAMER 2.9M"},
+                    )
+                ),
+                gt.Part(
+                    function_response=gt.FunctionResponse(
+                        id="fc_9a1e2c",
+                        name="chart",
+                        response={"output": {"rendered": True, "bars": 3}},
+                        parts=[
+                            gt.FunctionResponsePart(
+                                inline_data=gt.FunctionResponseBlob(
+                                    mime_type="image/png",
+                                    data=base64.b64decode(SMALL_PNG_B64),
+                                    display_name="chart.png",
+                                ),
+                                media_resolution=gt.PartMediaResolution(num_tokens=258),
+                                media_processing=gt.MediaProcessing.STATIC,
+                            ),
+                            gt.FunctionResponsePart(
+                                file_data=gt.FunctionResponseFileData(
+                                    file_uri="gs://sales-reviews/chart-notes.pdf",
+                                    mime_type="application/pdf",
+                                    display_name="chart-notes.pdf",
+                                ),
+                                document_metadata=gt.DocumentMetadata(start_page=1, end_page=1),
+                            ),
+                            gt.FunctionResponsePart(
+                                file_data=gt.FunctionResponseFileData(
+                                    file_uri="gs://sales-reviews/walkthrough.mp4",
+                                    mime_type="video/mp4",
+                                ),
+                                video_metadata=gt.VideoMetadata(fps=1.0),
+                            ),
+                            gt.FunctionResponsePart(
+                                file_data=gt.FunctionResponseFileData(
+                                    file_uri="gs://sales-reviews/regions.xlsx",
+                                    mime_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                                ),
+                                spreadsheet_metadata=gt.SpreadsheetMetadata(sheet_index=1),
+                            ),
+                            gt.FunctionResponsePart(
+                                inline_data=gt.FunctionResponseBlob(
+                                    mime_type="audio/wav", data=base64.b64decode(WAV_B64)
+                                ),
+                                audio_metadata=gt.AudioMetadata(end_offset="0.1s"),
+                            ),
+                        ],
+                        will_continue=False,
+                        scheduling=gt.FunctionResponseScheduling.WHEN_IDLE,
+                    )
+                ),
+            ],
+        )
+    ),
+    # code the model ran itself, and Google Search it called server-side, then its answer
+    _rest(
+        gt.Content(
+            role="model",
+            parts=[
+                gt.Part(
+                    executable_code=gt.ExecutableCode(
+                        id="exec_1",
+                        language=gt.Language.PYTHON,
+                        code="share = 0.4 / (1.2 + 0.4 + 2.9)\nprint(round(share, 3))",
+                    )
+                ),
+                gt.Part(
+                    code_execution_result=gt.CodeExecutionResult(
+                        id="exec_1", outcome=gt.Outcome.OUTCOME_OK, output="0.089\n"
+                    )
+                ),
+                gt.Part(
+                    tool_call=gt.ToolCall(
+                        id="tc_search_1",
+                        tool_type=gt.ToolType.GOOGLE_SEARCH_WEB,
+                        args={"queries": ["APAC retail September 2025 slowdown"]},
+                    )
+                ),
+                gt.Part(
+                    tool_response=gt.ToolResponse(
+                        id="tc_search_1",
+                        tool_type=gt.ToolType.GOOGLE_SEARCH_WEB,
+                        response={
+                            "results": [
+                                {
+                                    "title": "APAC retail cools",
+                                    "url": "https://news.example.com/apac",
+                                }
+                            ]
+                        },
+                    )
+                ),
+                gt.Part(
+                    text="APAC fell to 8.9% of revenue; a regional slowdown explains most of it."
+                ),
+            ],
+        )
+    ),
+    # the user speaks (a Live session's transcription, and who said it) without a role
+    _rest(
+        gt.Content(
+            parts=[
+                gt.Part(
+                    audio_transcription=gt.Transcription(
+                        text="Can you check the week-by-week numbers for APAC?",
+                        finished=True,
+                        language_code="en-US",
+                        speaker_label="spk_1",
+                        words=[gt.WordInfo(word="Can", start_offset="0s", end_offset="0.2s")],
+                        start_offset="0s",
+                        end_offset="2.4s",
+                    )
+                ),
+                gt.Part(
+                    text="Can you check the week-by-week numbers for APAC?",
+                    speech_metadata=gt.SpeechMetadata(speaker="Dana", style="calm"),
+                ),
+            ]
+        )
+    ),
+    # the Python SDK's own spelling from here on: calls without ids, one name twice
+    _sdk(
+        gt.Content(
+            role="model",
+            parts=[
+                gt.Part(
+                    function_call=gt.FunctionCall(
+                        name="run_query", args={"sql": "SELECT week, SUM(amount) FROM apac"}
+                    )
+                ),
+                gt.Part(
+                    function_call=gt.FunctionCall(
+                        name="run_query", args={"sql": "SELECT week, COUNT(*) FROM apac_orders"}
+                    )
+                ),
+                gt.Part(function_call=gt.FunctionCall(name="get_targets", args={})),
+            ],
+        )
+    ),
+    # answered by name and order, in the older ``function`` role; one of them failed
+    _sdk(
+        gt.Content(
+            role="function",
+            parts=[
+                gt.Part(
+                    function_response=gt.FunctionResponse(
+                        name="run_query", response={"output": "w36 0.12M\nw37 0.09M\nw38 0.08M"}
+                    )
+                ),
+                gt.Part(
+                    function_response=gt.FunctionResponse(
+                        name="run_query", response={"error": "relation apac_orders does not exist"}
+                    )
+                ),
+                gt.Part(
+                    function_response=gt.FunctionResponse(
+                        name="get_targets", response={"q3": {"apac": 0.45, "unit": "M"}}
+                    )
+                ),
+            ],
+        )
+    ),
+    _sdk(
+        gt.Content(
+            role="model",
+            parts=[
+                gt.Part(
+                    text="APAC slid three weeks running, below its 0.45M target.",
+                    thought_signature=_THOUGHT_SIGNATURE,
+                )
+            ],
+        )
+    ),
+    _sdk(gt.Content(role="user", parts=[gt.Part(text="Two lines for the review, please.")])),
+    _sdk(
+        gt.Content(
+            role="model",
+            parts=[
+                gt.Part(text="APAC: 8.9% of Q3 revenue, three weeks below target."),
+                gt.Part(text="Cause: a regional retail slowdown, not our pricing."),
+            ],
+        )
+    ),
+]
+GEMINI_PART_FIELDS: tuple[str, ...] = tuple(gt.Part.model_fields)
+# ``Content.role`` is a plain string in the SDK: the roles the API reads (none reads as user)
+GEMINI_ROLES = ("user", "model", "function", None)
+# Nested fields whose every member must appear: (owner type, the field of a part that holds
+# it, snake_case); the members are the owner type's fields.
+NESTED_GEMINI: dict[str, tuple[Any, str]] = {
+    "functionCall fields": (gt.FunctionCall, "function_call"),
+    "functionResponse fields": (gt.FunctionResponse, "function_response"),
+    "functionResponse parts (FunctionResponsePart fields)": (gt.FunctionResponsePart, "parts"),
+    "inlineData fields": (gt.Blob, "inline_data"),
+    "fileData fields": (gt.FileData, "file_data"),
+    "executableCode fields": (gt.ExecutableCode, "executable_code"),
+    "codeExecutionResult fields": (gt.CodeExecutionResult, "code_execution_result"),
+    "toolCall fields": (gt.ToolCall, "tool_call"),
+    "toolResponse fields": (gt.ToolResponse, "tool_response"),
+}
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def _gemini_get(d: dict[str, Any], snake: str) -> Any:
+    value = d.get(_camel(snake))
+    return d.get(snake) if value is None else value
+
+
+def _gemini_parts(content: Item) -> list[dict[str, Any]]:
+    return list(content.get("parts") or [])
+
+
+def _gemini_examples() -> dict[str, list[Item]]:
+    """Part field (snake_case, the SDK's name) -> the contents holding a part that sets it;
+    ``role:<role>`` -> the contents of that role (``role:None``: no role)."""
+    out: dict[str, list[Item]] = {}
+    for content in GEMINI_CONTENTS:
+        out.setdefault(f"role:{content.get('role')}", []).append(content)
+        for part in _gemini_parts(content):
+            for field in GEMINI_PART_FIELDS:
+                if _gemini_get(part, field) is not None and content not in out.get(field, []):
+                    out.setdefault(field, []).append(content)
+    return out
+
+
+GEMINI_EXAMPLES: dict[str, list[Item]] = _gemini_examples()
+
+
+def gemini_nested_missing(contents: list[Item] = GEMINI_CONTENTS) -> dict[str, list[str]]:
+    """For each nested type: its fields never set (in either spelling) where it occurs."""
+    out: dict[str, list[str]] = {}
+    for name, (owner, field) in NESTED_GEMINI.items():
+        values: list[dict[str, Any]] = []
+        for content in contents:
+            for part in _gemini_parts(content):
+                if owner is gt.FunctionResponsePart:
+                    response = _gemini_get(part, "function_response") or {}
+                    values += list(_gemini_get(response, "parts") or [])
+                elif _gemini_get(part, field) is not None:
+                    values.append(_gemini_get(part, field))
+        wanted = set(owner.model_fields)
+        seen = {f for f in wanted for v in values if _gemini_get(v, f) is not None}
+        if wanted - seen:
+            out[name] = sorted(wanted - seen)
+    return out
+
+
 # -- keyed by SDK type name, derived from the unions -------------------------------------------
 
 
@@ -1944,6 +2315,9 @@ def missing_examples() -> dict[str, list[str]]:
         "openai-chat": sorted(set(CHAT_ROLE_NAMES) - set(CHAT_EXAMPLES)),
         "anthropic": sorted(
             (set(ANTHROPIC_BLOCK_NAMES) | set(ANTHROPIC_MESSAGE_NAMES)) - set(ANTHROPIC_EXAMPLES)
+        ),
+        "gemini": sorted(
+            ({*GEMINI_PART_FIELDS} | {f"role:{r}" for r in GEMINI_ROLES}) - set(GEMINI_EXAMPLES)
         ),
     }
 
@@ -2046,6 +2420,19 @@ def validate_example(format: str, member: Any, example: Item, *, where: str) -> 
         validate_chat_message(example, where=where)
     else:
         validate_anthropic_message(example, where=where)
+
+
+def validate_gemini_example(content: Item, *, where: str) -> None:
+    """A Gemini example validates against the SDK's ``Content`` (``extra="forbid"``) and the
+    SDK writes it back as it is, in one spelling (camelCase or snake_case): no value was
+    coerced, no key unknown to it."""
+    try:
+        model = gt.Content.model_validate(content)
+    except ValueError as exc:
+        raise PayloadError(f"{where}: {exc}") from exc
+    dumps = [model.model_dump(mode="json", exclude_none=True, by_alias=a) for a in (True, False)]
+    if content not in dumps:
+        raise PayloadError(f"{where}: the SDK writes it otherwise: {dumps[0]!r:.300}")
 
 
 def check_coverage() -> None:

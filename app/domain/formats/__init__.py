@@ -301,6 +301,28 @@ def unissued_reasoning_note(format: FormatName, count: int) -> str:
     )
 
 
+def opens_with_filler(format: FormatName, entries: Sequence[Entry]) -> bool:
+    """Whether ``render_entries`` puts a filler message first in the payload of ``entries``:
+    in ``gemini``, the ``[earlier conversation omitted]`` user content before a first model
+    content, wherever the selection starts (its cost: ``filler_usage``). Anthropic's, put
+    first only before a mandatory assistant turn (its cuts start at user messages), is not
+    reported here: the cut search splits its candidates there instead."""
+    return format == "gemini" and gemini.opens_on_model(entries)
+
+
+def filler_usage(
+    format: FormatName,
+    *,
+    tokenizer: TokenizerName = DEFAULT_TOKENIZER,
+    cache: TokenCache | None = None,
+) -> tuple[int, int] | None:
+    """(tokens, chars) a filler (``opens_with_filler``) adds to a payload, exactly (a
+    format's count adds up over its messages); ``None`` for a format that reports none."""
+    if format != "gemini":
+        return None
+    return payload_usage(format, {"contents": [gemini.filler()]}, tokenizer=tokenizer, cache=cache)
+
+
 def extension_slack(format: FormatName) -> tuple[int, int] | None:
     """For a format whose count of a payload with whole units rendered into it (after the
     mandatory items, before the rest) is the two counts added, give or take a few messages:
@@ -335,9 +357,11 @@ __all__ = [
     "decode",
     "degraded_parts",
     "extension_slack",
+    "filler_usage",
     "ingest",
     "left_out",
     "lossy_notes",
+    "opens_with_filler",
     "payload_usage",
     "placeholder_allowed",
     "render",

@@ -10,9 +10,10 @@ content is split into canonical items by part, for the projection:
 
 - runs of content parts (``text``, ``inlineData``, ``fileData``, ``executableCode``,
   ``codeExecutionResult``, ``toolCall``, ``toolResponse``, any newer part) form one message
-  item: text parts are its text parts, ``inlineData`` with an ``image/*`` type an image
-  (a ``data:`` URL), the rest other parts (a model-run tool's code and its result sit in the
-  same run, so they are never parted);
+  item: text parts are its text parts (an empty one, which carries nothing, stays in the
+  record only: a run of nothing else is an empty message), ``inlineData`` with an
+  ``image/*`` type an image (a ``data:`` URL), the rest other parts (a model-run tool's code
+  and its result sit in the same run, so they are never parted);
 - ``functionCall`` (model side) becomes a ``function_call`` (``args`` serialised with
   ``json.dumps(..., ensure_ascii=False)``), ``functionResponse`` (user side) a
   ``function_call_output`` (``response`` ``{"output": S}`` gives ``S``, ``{"error": S}``
@@ -259,7 +260,8 @@ def _split(
 
     def flush() -> None:
         if run_parts:
-            out.append((MessageItem(role="assistant" if side == "model" else "user", content=list(run)), list(run_parts), 0))  # fmt: skip
+            content = list(run) or ""  # only empty texts: an empty message (as Chat's audio reply)
+            out.append((MessageItem(role="assistant" if side == "model" else "user", content=content), list(run_parts), 0))  # fmt: skip
             run.clear()
             run_parts.clear()
 
@@ -297,7 +299,8 @@ def _split(
             )
             out.append((body, [part], 0))
             continue
-        run.append(_content_part(part, kind))
+        if kind != "text" or part["text"]:  # an empty text carries nothing to another format
+            run.append(_content_part(part, kind))
         run_parts.append(part)
     flush()
     return out
@@ -313,16 +316,18 @@ def _system_body(system: Any, loc: list[str | int], problems: Problems) -> Messa
     out: list[Any] = []
     for k, part in enumerate(parts):
         if isinstance(part, str):  # the SDK takes a list of strings too
-            out.append(TextPart(text=part))
+            if part:
+                out.append(TextPart(text=part))
         elif isinstance(part, dict):
             kind = part_kind(part)
             if kind == "text" and not isinstance(part["text"], str):
                 problems.add([*loc, k, "text"], "text must be a string")
                 continue
-            out.append(_content_part(part, kind))
+            if kind != "text" or part["text"]:  # an empty text carries nothing
+                out.append(_content_part(part, kind))
         else:
             problems.add([*loc, k], "a part must be an object")
-    return MessageItem(role="system", content=out)
+    return MessageItem(role="system", content=out or "")
 
 
 def _content(
@@ -532,36 +537,33 @@ def _system_instruction(summary: str | None, entries: Sequence[Entry]) -> Any:
     return {"parts": parts}
 
 
-def _idiom(entry: Entry, names: dict[str, tuple[str, bool]]) -> tuple[str, list[dict[str, Any]]] | None:  # fmt: skip
-    """(side, parts) of an item rendered in this format's idiom; ``names``: call id -> (name,
-    whether to send the id), filled by the calls rendered so far."""
+def _idiom(entry: Entry, names: dict[str, tuple[str, bool]]) -> list[dict[str, Any]]:
+    """The parts of an item rendered in this format's idiom (one ``_side_of`` places);
+    ``names``: call id -> (name, whether to send the id), filled by the calls rendered so
+    far."""
     body = entry.body
     if type(body) is MessageItem:
-        if body.content == "":
-            return None
-        side = "model" if body.role == "assistant" else "user"
-        return side, _parts_of(body.content)
+        return _parts_of(body.content)
     if type(body) is FunctionCallItem:
         with_id = _native_call_id(entry)
         names[body.call_id] = (body.name, with_id)
         call: dict[str, Any] = {"name": body.name, "args": tool_args(body.arguments)}
         if with_id:
             call = {"id": body.call_id, **call}
-        return "model", [{"functionCall": call}]
-    if type(body) is FunctionCallOutputItem:
-        name, with_id = names.get(body.call_id, (body.call_id, True))
-        written = _written(entry)
-        if written is not None:  # a response of this format (its text cleared, say)
-            name, with_id = written["name"], written.get("id") is not None
-        text = _text_of(body.output)
-        response: dict[str, Any] = {
-            "name": name,
-            "response": {"error": text} if body.is_error else {"output": text},
-        }
-        if with_id:
-            response = {"id": body.call_id, **response}
-        return "user", [{"functionResponse": response}]
-    return None
+        return [{"functionCall": call}]
+    assert type(body) is FunctionCallOutputItem  # ``_side_of`` places nothing else
+    name, with_id = names.get(body.call_id, (body.call_id, True))
+    written = _written(entry)
+    if written is not None:  # a response of this format (its text cleared, say)
+        name, with_id = written["name"], written.get("id") is not None
+    text = _text_of(body.output)
+    response: dict[str, Any] = {
+        "name": name,
+        "response": {"error": text} if body.is_error else {"output": text},
+    }
+    if with_id:
+        response = {"id": body.call_id, **response}
+    return [{"functionResponse": response}]
 
 
 def _native_side(record: dict[str, Any]) -> str:
@@ -570,6 +572,41 @@ def _native_side(record: dict[str, Any]) -> str:
     if "head" in record:
         return _side(record["head"].get("role"))
     return _side(record.get("role"))
+
+
+def _side_of(entry: Entry) -> str | None:
+    """The side of ``contents`` an entry goes to (``model`` or ``user``); ``None`` for one that
+    is not in ``contents``: a system instruction, a system/developer message, an empty
+    message, what this format has no counterpart for."""
+    body = entry.body
+    if is_native(entry, FORMAT):
+        record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
+        return None if "system_instruction" in record else _native_side(record)
+    if type(body) is MessageItem:
+        if body.role in ("system", "developer") or body.content == "":
+            return None
+        return "model" if body.role == "assistant" else "user"
+    if type(body) is FunctionCallItem:
+        return "model"
+    if type(body) is FunctionCallOutputItem:
+        return "user"
+    return None
+
+
+def opens_on_model(entries: Sequence[Entry]) -> bool:
+    """Whether ``render`` puts the ``[earlier conversation omitted]`` user content first in the
+    payload of ``entries``: its first content would be a model content."""
+    for entry in entries:
+        side = _side_of(entry)
+        if side is not None:
+            return side == _MODEL
+    return False
+
+
+def filler() -> dict[str, Any]:
+    """The user content ``render`` puts first when the first content would be a model
+    content (``opens_on_model``)."""
+    return {"role": "user", "parts": [{"text": CONTINUATION}]}
 
 
 def render(
@@ -581,13 +618,13 @@ def render(
     contents: list[_Content] = []
     names: dict[str, tuple[str, bool]] = {}
     for entry in entries:
+        side = _side_of(entry)
+        if side is None:
+            continue  # the system instruction, or not sent
         body = entry.body
         last = contents[-1] if contents else None
         if is_native(entry, FORMAT):
             record: dict[str, Any] = entry.stored.record  # type: ignore[union-attr,assignment]
-            if "system_instruction" in record:
-                continue
-            side = _native_side(record)
             if type(body) is FunctionCallItem:
                 names[body.call_id] = (body.name, _native_call_id(entry))
             if "content" in record:
@@ -616,19 +653,14 @@ def render(
             fresh = {"role": role, "parts": list(record["part"])} if role else {"parts": list(record["part"])}  # fmt: skip
             contents.append(_Content(fresh, side, native=True))
             continue
-        if type(body) is MessageItem and body.role in ("system", "developer"):
-            continue  # the system instruction
-        rendered = _idiom(entry, names)
-        if rendered is None:
-            continue
-        side, parts = rendered
+        parts = _idiom(entry, names)
         if last is not None and last.side == side and (continuation or not last.sealed):
             last.absorb(parts)
         else:
             contents.append(_Content({"role": side, "parts": parts}, side))
     out: list[dict[str, Any]] = []
-    if continuation and contents and contents[0].side == "model":
-        out.append({"role": "user", "parts": [{"text": CONTINUATION}]})
+    if continuation and contents and contents[0].side == _MODEL:  # as ``opens_on_model``
+        out.append(filler())
     for c in contents:
         if c.sealed or c.native or c.side == "model":
             out.append(c.content)

@@ -12,8 +12,10 @@ report. The steps, each in its own module:
 Selection: the mandatory part plus a suffix of whole units that keeps the rendered payload
 within ``max_items`` / ``max_chars`` / ``max_tokens``: with ``cut: tight`` the longest such
 suffix, with ``cut: stable`` the one starting at the first candidate at or after the grid
-point. When the mandatory part alone exceeds a limit, only it is sent and a note containing
-``mandatory`` says so.
+point (in gemini, whose filler user content before a first model content may make a later
+candidate's payload the larger, the first there that fits: ``search.filler_cut``). When the
+mandatory part alone exceeds a limit, only it is sent and a note containing ``mandatory``
+says so.
 
 For provider formats only, the items inside a unit that holds calls are stably reordered as
 (assistant side, outputs, the rest), so every call is answered right after its assistant turn
@@ -23,7 +25,7 @@ even when working memory interleaved them oddly; in well-formed memory this chan
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.domain.formats import FormatName, TokenCache, carried_by, placeholder_allowed
@@ -46,7 +48,7 @@ from .cache import mark_breakpoints, stable_prefix
 from .grid import StableCut, clock_for, stable_cut
 from .render import Builder, Render
 from .report import ContextReport, dropped_ranges, mandatory_note, selection_notes
-from .search import estimated_cut, item_costs, summary_costs, tight_cut
+from .search import estimated_cut, filler_cut, item_costs, summary_costs, tight_cut
 from .tiers import apply_tiers
 
 _COLUMN_OF_UNIT: dict[LimitName, int] = {"max_items": 0, "max_tokens": 1, "max_chars": 2}
@@ -229,6 +231,17 @@ def project_context(
     def fits(k: int) -> bool:
         return not violated(k)
 
+    filler_cost = builder.filler_cost
+
+    def bare_fits(k: int, room: bool) -> bool:
+        assert filler_cost is not None
+        return not attempt(k).bare_violated(limits, room=filler_cost if room else (0, 0))
+
+    def opens_with_filler(k: int) -> bool:
+        if k in builds:
+            return builds[k].filler != (0, 0)
+        return builder.opens_with_filler(selection(k))
+
     last = len(cut_starts) - 1
     mandatory_over = False
     costs = None
@@ -236,24 +249,33 @@ def project_context(
     if limits or stable:
         costs = item_costs(items, shown, kinds, transformed, can_render, format=format, cache=cache)
         summary_cost = summary_costs(source.summary, cache)
+    # with a filler (gemini), the earliest candidate whose payload without it fits: if that is
+    # a window's first, an older one might fit too
+    earliest_bare: int | None = None
     if not limits:
         chosen = 0
     else:
         assert costs is not None
-        first_mandatory = min(
-            (i for i in closure if can_render[i] and kinds[i] != SYSTEM),
-            default=n,
-        )
-        # the first candidate starting after it (the last one, the empty tail, at the latest)
-        split = min(bisect.bisect_right(cut_starts, first_mandatory), last)
         guess = estimated_cut(
             cut_starts, limits, columns=costs, closure=closure, summary=summary_cost
         )
-        found = tight_cut(fits, last=last, split=split, guess=guess)
+        if filler_cost is not None:
+            found, earliest_bare = filler_cut(
+                bare_fits, opens_with_filler, first=0, last=last, guess=guess
+            )
+        else:
+            first_mandatory = min(
+                (i for i in closure if can_render[i] and kinds[i] != SYSTEM),
+                default=n,
+            )
+            # the first candidate starting after it (the last one, the empty tail, at the latest)
+            split = min(bisect.bisect_right(cut_starts, first_mandatory), last)
+            found = tight_cut(fits, last=last, split=split, guess=guess)
         mandatory_over = found is None
         chosen = last if found is None else found
 
     grid: StableCut | None = None
+    filler_moved = False
     if clock is not None and not mandatory_over and limits:
         assert costs is not None
         column = _COLUMN_OF_UNIT[clock.unit]
@@ -267,10 +289,28 @@ def project_context(
             limit=limits.get(clock.unit),
             partial=partial,
         )
+        if filler_cost is not None and grid.chosen != chosen and not fits(grid.chosen):
+            # past the tight cut a filler can still make a tail too long: the first one after
+            # the grid's that fits, else the latest one before it that does (the tight cut
+            # fits); the cut then settles nothing more than a tight one
+            later, _ = filler_cut(
+                bare_fits, opens_with_filler, first=grid.chosen, last=last, guess=grid.chosen
+            )
+            if later is None:
+                later = next(k for k in range(grid.chosen - 1, chosen - 1, -1) if fits(k))
+            grid = replace(grid, chosen=later, fallback=grid.fallback or later < grid.chosen)
+            filler_moved = True
         chosen = grid.chosen
         force_more = force_more or grid.needs_more
     result = attempt(chosen)
-    needs_more = force_more or (partial and not mandatory_over and chosen == 0)
+    needs_more = force_more or (
+        partial
+        and (
+            (not mandatory_over and chosen == 0)
+            # with a filler, an older user turn may still make a longer tail fit
+            or (filler_cost is not None and earliest_bare == 0)
+        )
+    )
 
     limits_applied: list[LimitName] = []
     if mandatory_over:
@@ -321,7 +361,7 @@ def project_context(
     while trailing > tail_start and kinds[trailing - 1] == REASONING:
         trailing -= 1
     settled_before = min(settled_before, trailing)
-    if clock is not None:
+    if clock is not None and not filler_moved:
         settled_before = min(settled_before, clock.frozen_end)
     else:
         settled_before = min(settled_before, cut_starts[chosen])

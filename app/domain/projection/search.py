@@ -7,6 +7,15 @@ search gallops outward from that guess before bisecting (``first_true_near``). W
 fits, the probe of the candidate before it is usually answered without a build: in a format
 whose count adds up (openai-chat), that candidate's payload is the built one with the units in
 between rendered into it (``Builder.extended``).
+
+A filler message a format puts first breaks that monotony (gemini: ``[earlier conversation
+omitted]`` before a first model content, wherever the tail starts; ``formats.opens_with_filler``):
+moving the cut back over a user turn cheaper than the filler makes the payload smaller, so a
+longer tail can fit where a shorter one does not. Such a payload is its *bare* payload, which
+does grow with the selection, plus the filler when it opens on the model's side;
+``filler_cut`` searches the bare costs (``Render.bare_violated``) and places the filler
+exactly. (Anthropic's filler only ever precedes a mandatory assistant turn, its cuts starting
+at user messages: ``tight_cut`` splits the candidates there.)
 """
 
 from __future__ import annotations
@@ -192,3 +201,33 @@ def tight_cut(fits: Callable[[int], bool], *, last: int, split: int, guess: int)
         if found is not None:
             return found
     return None
+
+
+def filler_cut(
+    bare_fits: Callable[[int, bool], bool],
+    opens_with_filler: Callable[[int], bool],
+    *,
+    first: int,
+    last: int,
+    guess: int,
+) -> tuple[int | None, int | None]:
+    """The earliest fitting candidate in ``[first, last]`` for a format that puts a filler
+    first where a payload would open on the model's side, and the earliest candidate there
+    whose bare payload fits (``None`` for either when there is none).
+
+    ``bare_fits(k, room)``: whether candidate ``k``'s payload without its filler fits every
+    limit (with ``room``: leaving room for a filler too); monotone in ``k``, as any bare
+    payload is. ``opens_with_filler(k)``: whether its payload begins with the filler. With
+    k1 the earliest bare fit and k2 the earliest bare fit with room, nothing before k1 fits,
+    from k1 on a candidate opening on the user's side fits, and one opening with the filler
+    fits from k2 on: the answer is the first candidate from k1 that opens on the user's side
+    or k2, whichever comes first. The candidates between k1 and k2 have bare costs within one
+    filler of the limits, so they are few."""
+    k1 = first_true_near(first, last, lambda k: bare_fits(k, False), guess)
+    if k1 is None or not opens_with_filler(k1):
+        return k1, k1
+    k2 = first_true_near(k1, last, lambda k: bare_fits(k, True), k1 + 1)
+    for k in range(k1 + 1, last + 1 if k2 is None else k2):
+        if not opens_with_filler(k):
+            return k, k1
+    return k2, k1
