@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -542,6 +542,25 @@ def test_caches_are_bounded_by_total_size() -> None:
     assert items.chars == 80
 
 
+@contextmanager
+def counting_statements() -> Iterator[list[int]]:
+    """How many hot-path statements (``RawQuery.rows``) run inside the block: ``[count]``."""
+    from app.store import raw
+
+    count = [0]
+    original = raw.RawQuery.rows
+
+    async def counted(self: raw.RawQuery, db: Any, params: Any) -> Any:
+        count[0] += 1
+        return await original(self, db, params)
+
+    raw.RawQuery.rows = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        raw.RawQuery.rows = original  # type: ignore[method-assign]
+
+
 @asynccontextmanager
 async def serving(settings: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
     """The app's runtime (for calling the service directly) and a client of the same app."""
@@ -625,7 +644,6 @@ async def test_continued_batches_bring_the_mandatory_items_older_than_the_window
     from app.services import context as service
     from app.services.access import load_session
     from app.services.runtime import Actor
-    from app.store import raw
 
     async with serving(settings) as (rt, c):
         sid = "small-tail-mandatory"
@@ -644,20 +662,9 @@ async def test_continued_batches_bring_the_mandatory_items_older_than_the_window
             state = await load_session(db, Actor(), sid)
         overrides = {"max_tokens": 1000, "pinned_prefix_items": 2, "keep_system": True}
         budget = Budget(**overrides)
-        statements = 0
-        original = raw.RawQuery.rows
-
-        async def counted(self: raw.RawQuery, db: Any, params: Any) -> Any:
-            nonlocal statements
-            statements += 1
-            return await original(self, db, params)
-
-        raw.RawQuery.rows = counted  # type: ignore[method-assign]
-        try:
+        with counting_statements() as statements:
             async with rt.store.read() as db:
                 at_once, outdated = await service._at_once(rt, db, Actor(), state, budget, "openai-chat")
-        finally:
-            raw.RawQuery.rows = original  # type: ignore[method-assign]
         assert at_once is not None and not outdated
         expected = project_context(await whole_memory(c, sid), budget, format="openai-chat")
         assert at_once.payload == expected.payload and at_once.report == expected.report
@@ -666,7 +673,7 @@ async def test_continued_batches_bring_the_mandatory_items_older_than_the_window
             assert mandatory in texts, mandatory
         # the first batch and one more, each keys, mandatory rows and version in one
         # statement (the bodies were cached by the appends; it took four before)
-        assert statements == 2, statements
+        assert statements[0] == 2, statements
 
 
 @pytest.mark.parametrize("remember", [True, False])
@@ -680,7 +687,6 @@ async def test_the_next_read_of_a_session_sizes_its_window_from_the_last(
     row and one batch, on Postgres the row and that batch in one statement. Off, each read
     takes three statements. Remembered or not, every prompt is the whole working memory's, also
     after items leave working memory; a read the prompt cache answers stays one statement."""
-    from app.store import raw
     from tests.conftest import make_settings
 
     settings = make_settings(backend, request, context_window_sizes=100 if remember else 0)
@@ -692,35 +698,24 @@ async def test_the_next_read_of_a_session_sizes_its_window_from_the_last(
         for start in range(0, 400, 50):
             turns = [user(f"ok {n}") for n in range(start, start + 50)]
             assert (await append(c, sid, turns)).status_code == 201
-        statements = 0
-        original = raw.RawQuery.rows
-
-        async def counted(self: raw.RawQuery, db: Any, params: Any) -> Any:
-            nonlocal statements
-            statements += 1
-            return await original(self, db, params)
-
         budget = {"max_tokens": 1000, "format": "openai-chat"}
         per_read: list[int] = []
-        raw.RawQuery.rows = counted  # type: ignore[method-assign]
-        try:
+        with counting_statements() as statements:
             for turn in range(7):
                 if turn == 4:  # items leave working memory: the remembered size is only a hint
                     r = await c.post(f"/v1/sessions/{sid}/compact", json={"policy": "window", "keep_last_items": 150})
                     assert r.status_code in (200, 201), r.text
                 if turn != 6:  # the last read repeats the one before
                     assert (await append(c, sid, [user(f"turn {turn}")])).status_code == 201
-                statements = 0
+                statements[0] = 0
                 r = await c.get(f"/v1/sessions/{sid}/context", params=budget)
                 assert r.status_code == 200, r.text
-                per_read.append(statements)
+                per_read.append(statements[0])
                 expected = project_context(
                     await whole_memory(c, sid), Budget(max_tokens=1000), format="openai-chat"
                 )
                 assert r.json()["messages"] == expected.payload["messages"]
                 assert r.json()["report"]["projected_items"] == expected.report.projected_items
-        finally:
-            raw.RawQuery.rows = original  # type: ignore[method-assign]
         later = 1 if backend == "postgres" else 2
         # (off: after the compaction the average item is small too, and one batch does)
         assert per_read[:4] == ([3] + [later] * 3 if remember else [3, 3, 3, 3]), per_read
