@@ -772,3 +772,43 @@ def test_openai_responses_native_reasoning_is_sent_as_appended_and_trimmed_under
     usage = payload_usage(FMT_R, trimmed.payload)
     assert (trimmed.report.projected_tokens, trimmed.report.projected_chars) == usage
     validate_payload(FMT_R, trimmed.payload)
+
+
+def test_empty_texts_from_other_formats_never_reach_anthropic() -> None:
+    """The Messages API refuses empty content and empty text blocks. A message with no text
+    at all from another format (Chat's ``""`` reply, a Responses ``output_text`` of ``""``) is
+    left out with a note; an empty text part beside others is dropped; the prompt is valid."""
+    from app.domain.projection import ContextSource
+
+    news = [
+        *ingest("canonical", [{"type": "message", "role": "user", "content": "hi"}]),
+        *ingest("openai-responses", [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ""}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        ]),  # fmt: skip
+        *ingest("canonical", [
+            {"type": "message", "role": "user", "content": [{"type": "text", "text": ""}]},
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "text", "text": ""}, {"type": "text", "text": "done"}]},
+        ]),  # fmt: skip
+        *ingest("openai-chat", [{"role": "user", "content": "next"}]),
+    ]
+    items = store(news)
+    source = ContextSource(
+        summary=None,
+        items=items,
+        total_items=len(items),
+        total_tokens=sum(i.tokens for i in items),
+        total_chars=sum(i.chars for i in items),
+        window_start_seq=None,
+        unloaded_runs=(),
+    )
+    projected = project_context(source, Budget(), format="anthropic")
+    validate_payload("anthropic", projected.payload)
+    assert projected.report.projected_items == len(items) - 2
+    assert any("left out 2" in note for note in projected.report.notes), projected.report.notes
+    assert projected.payload["messages"][-2] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "done"}],
+    }

@@ -313,9 +313,19 @@ def decode_record(record: dict[str, Any]) -> CanonicalItem:
     return body
 
 
+def _empty(body: MessageItem) -> bool:
+    """A message with no text at all: ``""`` (Chat's audio-only reply) or only empty text
+    parts (a Responses ``output_text`` of ``""``). The Messages API refuses empty content and
+    empty text blocks alike."""
+    content = body.content
+    if isinstance(content, str):
+        return content == ""
+    return bool(content) and all(type(part) is TextPart and not part.text for part in content)
+
+
 def representable(body: CanonicalItem, origin: str) -> bool:
-    if type(body) is MessageItem and body.content == "" and origin != FORMAT:
-        return False  # an empty message (Chat's audio-only reply): Anthropic refuses them
+    if type(body) is MessageItem and origin != FORMAT and _empty(body):
+        return False  # an empty message: Anthropic refuses them
     if isinstance(body, ReasoningItem):
         if body.redacted:
             return body.encrypted_content is not None
@@ -338,7 +348,8 @@ def _blocks_of_parts(parts: list[Any], *, images: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in parts:
         if type(part) is TextPart:
-            blocks.append({"type": "text", "text": part.text})
+            if part.text:  # an empty text block is refused; it says nothing
+                blocks.append({"type": "text", "text": part.text})
         elif type(part) is ImagePart:
             source = image_to_anthropic_source(part) if images else None
             if source is None:
@@ -416,8 +427,8 @@ def _idiom(entry: Entry) -> tuple[str, list[dict[str, Any]], str | None] | None:
     """(role, blocks, string content if any) of an item rendered in this format's idiom."""
     body = entry.body
     if type(body) is MessageItem:
-        if body.content == "":
-            return None  # an empty message (Chat's audio-only reply): Anthropic refuses them
+        if _empty(body):
+            return None  # an empty message: Anthropic refuses them
         plain = body.content if isinstance(body.content, str) else None
         return body.role, _content_blocks(body), plain
     if type(body) is FunctionCallItem:
