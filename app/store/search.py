@@ -60,6 +60,19 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _FTS_ROWID = sa.literal_column("items.rowid") == sa.literal_column("+items_fts.rowid")
 
 
+def _pg_tsquery(query: str) -> Any:
+    """The Postgres full-text query for ``query``: web-search syntax, with the punctuation
+    the English parser would glue to words turned into spaces."""
+    return sa.func.websearch_to_tsquery(
+        _PG_CONFIG,
+        sa.func.translate(
+            sa.bindparam("query", query, type_=sa.Text),
+            sa.literal_column(f"'{_PG_PUNCTUATION}'"),
+            sa.literal_column(f"'{_PG_SPACES}'"),
+        ),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     session_id: str
@@ -142,14 +155,7 @@ class SearchRepository:
                 .where(sa.literal_column("items_fts").op("MATCH")(match), *where)
             )
         else:
-            tsquery = sa.func.websearch_to_tsquery(
-                _PG_CONFIG,
-                sa.func.translate(
-                    sa.bindparam("query", query, type_=sa.Text),
-                    sa.literal_column(f"'{_PG_PUNCTUATION}'"),
-                    sa.literal_column(f"'{_PG_SPACES}'"),
-                ),
-            )
+            tsquery = _pg_tsquery(query)
             score = sa.func.ts_rank(_PG_TSVECTOR, tsquery).label("score")
             inner = sa.select(*columns, _PG_INDEXED_TEXT.label("indexed_text"), score).where(
                 _PG_TSVECTOR.op("@@")(tsquery), *where
@@ -281,14 +287,7 @@ def match_scores(
     else:
         if not _WORD.search(query):
             return None
-        tsquery = sa.func.websearch_to_tsquery(
-            _PG_CONFIG,
-            sa.func.translate(
-                sa.bindparam("query", query, type_=sa.Text),
-                sa.literal_column(f"'{_PG_PUNCTUATION}'"),
-                sa.literal_column(f"'{_PG_SPACES}'"),
-            ),
-        )
+        tsquery = _pg_tsquery(query)
         stmt = sa.select(
             t.c.session_id, t.c.seq, sa.func.ts_rank(_PG_TSVECTOR, tsquery).label("score")
         ).where(_PG_TSVECTOR.op("@@")(tsquery), *where)
