@@ -36,6 +36,15 @@ def blocking(call: Callable[[], Awaitable[_T]]) -> _T:
     return _POOL.submit(asyncio.run, run()).result()
 
 
+def budget_overrides(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An adapter's budget overrides for its prompt, refused (TypeError) if one is not a
+    budget field of the context read."""
+    unknown = set(context or {}) - set(_core.BUDGET_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown budget field(s): {', '.join(sorted(unknown))}")
+    return dict(context or {})
+
+
 def items(client: Client, session_id: str, *, format: Format) -> list[Item]:
     """Every item of the session in ``format``, oldest first ([] for a missing session)."""
     if isinstance(client, AsyncSessionMemoryClient):

@@ -49,7 +49,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from session_memory_client import _bridge, _core
+from session_memory_client import _bridge
 from session_memory_client.client import AsyncSessionMemoryClient, SessionMemoryClient
 
 FORMAT = "openai-chat"
@@ -68,12 +68,9 @@ class ServiceChatMessageHistory(BaseChatMessageHistory):
         *,
         context: Mapping[str, Any] | None = None,
     ) -> None:
-        unknown = set(context or {}) - set(_core.BUDGET_FIELDS)
-        if unknown:
-            raise TypeError(f"unknown budget field(s): {', '.join(sorted(unknown))}")
         self.client = client
         self.session_id = session_id
-        self.context = dict(context or {})
+        self.context = _bridge.budget_overrides(context)
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from session_memory_client import _bridge, _core
+from session_memory_client import _bridge
 from session_memory_client.client import AsyncSessionMemoryClient, SessionMemoryClient
 
 FORMAT = "openai-chat"
@@ -76,12 +76,9 @@ class ServiceMessageHistory:
         *,
         context: Mapping[str, Any] | None = None,
     ) -> None:
-        unknown = set(context or {}) - set(_core.BUDGET_FIELDS)
-        if unknown:
-            raise TypeError(f"unknown budget field(s): {', '.join(sorted(unknown))}")
         self.client = client
         self.session_id = session_id
-        self.context = dict(context or {})
+        self.context = _bridge.budget_overrides(context)
 
     def load(self) -> list[ModelMessage]:
         return from_chat(_bridge.items(self.client, self.session_id, format=FORMAT))
