@@ -6,6 +6,8 @@
   API's own pages) is one the app answers, on both backends.
 - Every path of the OpenAPI document appears in docs/api-guide.md: as its template (any
   parameter name in braces) or in a URL with concrete ids (a curl line).
+- Every ``http`` block of the docs (a request in brief: ``METHOD /path``, then its JSON body)
+  is an operation of the OpenAPI document, with a body that is JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import httpx
 
 from app.domain.formats import FORMAT_NAMES
 from tests.support.services import ROOT
+from tests.test_readme_snippets import extract_snippets
 
 OPERATION = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`\s]*)`")
 
@@ -65,3 +68,38 @@ def test_the_api_guide_shows_every_path() -> None:
     assert not _mentioned("/v1/sessions/{session_id}/context", "/v1/sessions/g/contexts")
     missing = sorted({path for _, path in _spec_operations() if not _mentioned(path, guide)})
     assert not missing, f"paths docs/api-guide.md does not show: {missing}"
+
+
+def _operation_of(method: str, concrete: str) -> bool:
+    for spec_method, path in _spec_operations():
+        parts = re.split(r"\{[^}]+\}", path)
+        if spec_method == method and re.fullmatch(r"[^/?#]+".join(map(re.escape, parts)), concrete):
+            return True
+    return False
+
+
+def test_every_http_block_is_an_operation_with_a_json_body() -> None:
+    assert _operation_of("GET", "/v1/sessions/a/context") and not _operation_of(
+        "PUT", "/v1/sessions/a"
+    )
+    blocks = [
+        (page.relative_to(ROOT).as_posix(), snippet)
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        for snippet in extract_snippets(page)
+        if snippet.lang == "http"
+    ]
+    assert len(blocks) >= 5
+    wrong: list[str] = []
+    for page, snippet in blocks:
+        request, *body = snippet.code.strip().splitlines()
+        method, target = request.split(" ", 1)
+        if not _operation_of(method, target.split("?", 1)[0]):
+            wrong.append(
+                f"{page}:{snippet.line}: {request} is no operation of openapi/openapi.json"
+            )
+        if body:
+            try:
+                json.loads("\n".join(body))
+            except ValueError as exc:
+                wrong.append(f"{page}:{snippet.line}: the body is not JSON ({exc})")
+    assert not wrong, "\n".join(wrong)
