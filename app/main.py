@@ -69,8 +69,9 @@ HOT_ROUTERS = (items.router, context.router)
 
 API_DESCRIPTION = """Conversation state for LLM agents: append what happened, read back a
 budgeted, provider-ready next-turn prompt. Errors are RFC 9457 `application/problem+json`.
-Query parameters an operation does not declare are ignored (JSON bodies, by contrast, refuse
-unknown fields)."""
+A query parameter an operation does not declare is refused, as an unknown field of a JSON body
+is: 422 `unknown-query-parameter`, which lists the parameters the operation takes and names the
+closest one to a misspelt name."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

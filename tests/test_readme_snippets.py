@@ -1,5 +1,6 @@
-"""The READMEs' snippets run as pasted, in order, against a real server started the way the
-README says (``session-memory serve``, here on a fresh SQLite file and a free port).
+"""The READMEs' and every docs page's snippets run as pasted, in order, against a real server
+started the way the README says (``session-memory serve``, here on a fresh SQLite file and a
+free port; command-line snippets get its ``DATABASE_URL``).
 
 Every ```` ```sh ```` and ```` ```python ```` block of a file is run, in document order, in one
 bash process (so a variable one snippet sets is seen by the next); Python blocks are fed to
@@ -7,11 +8,14 @@ the project's Python. Each shell command must exit 0. Where the file shows a com
 (comment lines right after it: ``# {"version": 3, ...}``, a header line ``# etag: "2"``, or a
 few plain words such as ``# 204``), every ``"key": value`` pair shown must occur in the
 command's JSON output (a string ending in ``...`` is a prefix), and every other line shown
-must occur in its output. A block preceded by
+must occur in its output; a value shown as ``[...]`` or ``{...}`` must be a list or an
+object. A block preceded by
 ``<!-- snippet: skip (why) -->`` is not run (starting the server itself, say); the few such
 blocks are counted so that skipping does not become a habit.
 
-The OpenAI Agents SDK snippet talks to a local HTTP server standing in for the OpenAI
+A docs page's blocks are commands (``sh``, ``python``) or documents that are not (JSON, HTTP
+in brief, TypeScript); a shell transcript (``console``) is refused. The OpenAI Agents SDK
+snippets talk to a local HTTP server standing in for the OpenAI
 Responses API (``OPENAI_BASE_URL``); the test checks that the second run saw the first.
 """
 
@@ -37,11 +41,15 @@ from tests.support.services import ROOT, free_port
 
 README_PORT = 8080
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
-SKIP_MARK = re.compile(r"^<!--\s*snippet:\s*skip\b.*-->\s*$")
-FENCE = re.compile(r"^```\s*([A-Za-z0-9_+-]*)\s*$")
+SKIP_MARK = re.compile(r"^<!--\s*snippet:\s*skip\b(.*)-->\s*$")
+SKIP_REASON = re.compile(r"^\s*\(\S.*\)\s*$")  # `skip (why)`
+FENCE = re.compile(r"^( *)```\s*([A-Za-z0-9_+-]*)\s*$")  # indented: inside a list item
 PAIR = re.compile(
-    r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)'
+    r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*'
+    r'("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null|\[\.\.\.\]|\{\.\.\.\})'
 )
+# A value shown as `[...]` or `{...}` is a list or an object, whatever it holds.
+PLACEHOLDER_KIND: dict[str, type] = {"[...]": list, "{...}": dict}
 HEADER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: \S")
 PLAIN_OUTPUT = re.compile(r"^[\w.-]+(?: [\w.-]+){0,2}$")  # `204`, `same`, `a.b 1`
 END = "@@SNIPPET-END"
@@ -60,6 +68,7 @@ class Snippet:
     code: str
     line: int  # the first line of code
     skipped: bool
+    skip_reason: str = ""  # what the skip comment says, `(why)`
 
 
 def extract_snippets(path: Path) -> list[Snippet]:
@@ -69,24 +78,28 @@ def extract_snippets(path: Path) -> list[Snippet]:
     lines = path.read_text(encoding="utf-8").splitlines()
     i = 0
     skip_next = False
+    reason = ""
     while i < len(lines):
         text = lines[i]
-        if SKIP_MARK.match(text.strip()):
-            skip_next = True
+        mark = SKIP_MARK.match(text.strip())
+        if mark:
+            skip_next, reason = True, mark.group(1).strip()
             i += 1
             continue
         fence = FENCE.match(text)
         if fence:
+            indent = fence.group(1)
             start = i + 1
             j = start
-            while j < len(lines) and not lines[j].startswith("```"):
+            while j < len(lines) and not lines[j].startswith(indent + "```"):
                 j += 1
             out.append(
                 Snippet(
-                    lang=fence.group(1).lower(),
-                    code="\n".join(lines[start:j]) + "\n",
+                    lang=fence.group(2).lower(),
+                    code="\n".join(line.removeprefix(indent) for line in lines[start:j]) + "\n",
                     line=start + 1,  # of the block's first line, counted from 1
                     skipped=skip_next,
+                    skip_reason=reason if skip_next else "",
                 )
             )
             skip_next = False
@@ -165,7 +178,7 @@ def build_script(snippets: list[Snippet], port: int) -> tuple[str, list[tuple[Co
         else:
             body = rewrite_port(snippet.code, port)
             assert "__SNIPPET_PY__" not in body
-            parts.append(f'"$SNIPPET_PYTHON" - <<\'__SNIPPET_PY__\'\n{body}__SNIPPET_PY__')
+            parts.append(f"\"$SNIPPET_PYTHON\" - <<'__SNIPPET_PY__'\n{body}__SNIPPET_PY__")
             parts.append(f"printf '\\n{END} {len(steps)} %s\\n' \"$?\"")
             steps.append((Command(text=snippet.code, line=snippet.line), "python"))
     return "\n".join(parts) + "\n", steps
@@ -215,6 +228,12 @@ def check_shown(command: Command, output: str) -> list[str]:
         except (ValueError, IndexError):
             return [f"output is not JSON: {output[:300]!r}"]
         for key, raw in PAIR.findall(" ".join(command.shown)):
+            if raw in PLACEHOLDER_KIND:
+                kind = PLACEHOLDER_KIND[raw]
+                if not any(k == key and isinstance(v, kind) for k, v in actual):
+                    seen = [type(v).__name__ for k, v in actual if k == key][:5]
+                    missing.append(f'"{key}": {raw} (a {kind.__name__}; output has {seen})')
+                continue
             expected = json.loads(raw)
             if isinstance(expected, str) and expected.endswith("..."):
                 ok = any(
@@ -222,7 +241,9 @@ def check_shown(command: Command, output: str) -> list[str]:
                     for k, v in actual
                 )
             else:
-                ok = any(k == key and v == expected and type(v) is type(expected) for k, v in actual)
+                ok = any(
+                    k == key and v == expected and type(v) is type(expected) for k, v in actual
+                )
             if not ok:
                 seen = [v for k, v in actual if k == key][:5]
                 missing.append(f'"{key}": {raw} (output has {seen})')
@@ -300,7 +321,15 @@ class FakeResponsesAPI:
 
 
 def _clean_env() -> dict[str, str]:
-    drop = ("DATABASE_URL", "REDIS_URL", "HOST", "PORT", "AUTO_MIGRATE", "OPENAI_", "SESSION_MEMORY")
+    drop = (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "HOST",
+        "PORT",
+        "AUTO_MIGRATE",
+        "OPENAI_",
+        "SESSION_MEMORY",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env = {k: v for k, v in env.items() if "__" not in k}  # nested settings (AUTH__MODE, ...)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -308,16 +337,20 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def readme_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def readme_database(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The server's database: the command-line snippets (``session-memory keys create``, ...)
+    act on it, as a reader's do on the one ``scripts/serve`` made."""
+    return f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('readme-db') / 'readme.db'}"
+
+
+@pytest.fixture(scope="module")
+def readme_server(tmp_path_factory: pytest.TempPathFactory, readme_database: str) -> Iterator[str]:
     """`session-memory serve` with the embedded defaults, on a fresh SQLite file. One server
     for the module: the files use distinct session ids, as a reader pasting all of them into
     one `scripts/serve` would."""
     tmp_path = tmp_path_factory.mktemp("readme-server")
     port = free_port()
-    env = _clean_env() | {
-        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'readme.db'}",
-        "LOG_LEVEL": "warning",
-    }
+    env = _clean_env() | {"DATABASE_URL": readme_database, "LOG_LEVEL": "warning"}
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "session-memory"), "serve", "--port", str(port)],
@@ -369,14 +402,16 @@ def run_file(relative: str, url: str, tmp_path: Path, *, extra_env: dict[str, st
         if code != 0:
             failures.append(f"{where}: {kind} snippet exited {code}\n{output[-2000:]}")
             continue
-        failures.extend(f"{where}: shown but not in output: {m}" for m in check_shown(command, output))
+        failures.extend(
+            f"{where}: shown but not in output: {m}" for m in check_shown(command, output)
+        )
     assert not failures, "\n\n".join(failures)
 
 
 def test_the_extractor_splits_commands_and_their_shown_output() -> None:
     code = (
         "# a comment that explains\n"
-        "curl -s -X POST x -d '{\"a\":\n"
+        'curl -s -X POST x -d \'{"a":\n'
         "   1}'\n"
         '# {"version": 3,\n'
         '#  "report": {"projected_tokens": 28}}\n'
@@ -396,6 +431,23 @@ def test_the_extractor_splits_commands_and_their_shown_output() -> None:
     assert check_shown(commands[1], 'etag: "3"')
     assert commands[2].shown == ["204"]
     assert check_shown(commands[2], "204") == [] and check_shown(commands[2], "404")
+
+
+def test_the_extractor_reads_indented_blocks_and_shown_kinds(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "- a list item:\n\n"
+        "  <!-- snippet: skip (why) -->\n"
+        "  ```sh\n  skipped\n  ```\n\n"
+        '  ```sh\n  curl -s x\n  # {"system": "...", "messages": [...]}\n  ```\n'
+    )
+    first, second = extract_snippets(page)
+    assert first.skipped and first.code == "skipped\n"
+    assert not second.skipped and second.code.startswith("curl -s x\n")
+    (command,) = split_commands(second.code, second.line)
+    assert check_shown(command, '{"system": "Be brief.", "messages": []}') == []
+    wrong = check_shown(command, '{"system": [{"type": "text"}], "messages": {}}')
+    assert len(wrong) == 2 and '"system"' in wrong[0] and "a list" in wrong[1], wrong
 
 
 def _readme_skips(relative: str) -> int:
@@ -478,3 +530,50 @@ def test_clients_doc_python_snippets_run_as_pasted(readme_server: str, tmp_path:
         run_file("docs/clients.md", readme_server, tmp_path / run, extra_env={})
     for sid, count in (("docs-langchain", 4), ("docs-pydantic-ai", 4), ("docs-encrypted", 1)):
         assert httpx.get(f"{readme_server}/v1/sessions/{sid}").json()["item_count"] == count
+
+
+# Pages whose snippets a test of their own runs (above), with checks of what they leave.
+DEDICATED_PAGES = {"docs/api-guide.md", "docs/clients.md"}
+# Fenced blocks that are not commands: JSON documents, HTTP requests in brief, TypeScript
+# (compiled and run by clients/typescript's tests), diagrams. A shell transcript (`console`)
+# is not among them: a command is written as `sh`, its output as `# ...` lines.
+DESCRIPTIVE = {"", "json", "http", "text", "ts", "typescript", "js", "javascript"}
+
+
+def docs_pages() -> list[str]:
+    return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+
+
+def test_every_docs_page_is_run_by_one_test() -> None:
+    pages = docs_pages()
+    assert DEDICATED_PAGES <= set(pages)
+    assert {"docs/index.md", "docs/mcp.md", "docs/retention.md"} <= set(pages) - DEDICATED_PAGES
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("page", [p for p in docs_pages() if p not in DEDICATED_PAGES])
+def test_docs_page_snippets_run_as_pasted(
+    page: str, readme_server: str, readme_database: str, tmp_path: Path
+) -> None:
+    """Every other docs page: its blocks are commands that run (each skip says why) or
+    documents that are not commands. The OpenAI Agents SDK example of docs/mcp.md reaches the
+    stand-in Responses API with the service's tools in its request."""
+    snippets = extract_snippets(ROOT / page)
+    unknown = [
+        (s.line, s.lang) for s in snippets if s.lang not in RUNNABLE and s.lang not in DESCRIPTIVE
+    ]
+    assert not unknown, f"{page}: blocks neither runnable nor descriptive: {unknown}"
+    unexplained = [s.line for s in snippets if s.skipped and not SKIP_REASON.match(s.skip_reason)]
+    assert not unexplained, f"{page}: a skip without a reason, `skip (why)`, at {unexplained}"
+    runnable = [s for s in snippets if s.lang in RUNNABLE and not s.skipped]
+    if not runnable:
+        return
+    with FakeResponsesAPI() as openai_api:
+        env = _openai_env(openai_api) | {"DATABASE_URL": readme_database}
+        run_file(page, readme_server, tmp_path, extra_env=env)
+    if page == "docs/mcp.md":
+        assert len(openai_api.bodies) == 1
+        tools = {t.get("name") for t in openai_api.bodies[0].get("tools", [])}
+        assert {"get_context", "append_items", "search"} <= tools, tools
+        context = httpx.get(f"{readme_server}/v1/sessions/mcp-demo/items").json()
+        assert [i["content"] for i in context["items"]][-1] == "Hello"
