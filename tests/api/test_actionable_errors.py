@@ -52,8 +52,9 @@ async def test_llm_policy_without_an_endpoint_is_a_4xx_not_a_retry(
         ("DELETE", "/v1/sessions", ["GET", "POST", "OPTIONS"]),
         ("POST", "/v1/sessions/{sid}", ["GET", "PATCH", "DELETE", "OPTIONS"]),
         ("PUT", "/v1/sessions/{sid}/items", ["GET", "POST", "DELETE", "OPTIONS"]),
-        # `pop` is a route of its own, and also an item id `GET /items/{item_id}` would read
-        ("DELETE", "/v1/sessions/{sid}/items/pop", ["GET", "POST", "OPTIONS"]),
+        # `pop` is a path of its own: it shadows `/items/{item_id}`, as paths resolve in the
+        # spec (a literal path before a template), so `Allow` names what the spec documents
+        ("DELETE", "/v1/sessions/{sid}/items/pop", ["POST", "OPTIONS"]),
         ("POST", "/v1/sessions/{sid}/items/itm_1", ["GET", "OPTIONS"]),
         ("PATCH", "/v1/sessions/{sid}/snapshots/snp_1", ["GET", "DELETE", "OPTIONS"]),
         ("DELETE", "/v1/search", ["GET", "OPTIONS"]),
@@ -76,6 +77,8 @@ async def test_405_names_every_allowed_method(
         ("/v1/sessions", ["GET", "POST", "OPTIONS"]),
         ("/v1/sessions/{sid}/context", ["GET", "POST", "OPTIONS"]),
         ("/v1/sessions/{sid}/compact", ["POST", "OPTIONS"]),
+        ("/v1/sessions/{sid}/items/pop", ["POST", "OPTIONS"]),
+        ("/v1/sessions/{sid}/items/itm_1", ["GET", "OPTIONS"]),
         ("/v1/admin/keys/smk_000000000000", ["DELETE", "OPTIONS"]),
         ("/openapi.json", ["GET", "HEAD", "OPTIONS"]),
     ],
