@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from collections.abc import AsyncIterator
 
@@ -89,6 +90,20 @@ async def test_options_answers_204_with_allow(
     r = await client.options(path.format(sid=sid))
     assert r.status_code == 204, r.text
     assert allow_of(r) == allowed and r.content == b""
+
+
+async def test_options_advertises_what_the_spec_declares_on_every_path(
+    client: httpx.AsyncClient,
+) -> None:
+    """For every path of the OpenAPI document, `Allow` is the methods it declares there (and
+    OPTIONS): a path of its own, such as `/items/pop`, is not also a `{item_id}`."""
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for template, operations in paths.items():
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        r = await client.options(path)
+        assert r.status_code == 204, (path, r.text)
+        declared = {m.upper() for m in operations}
+        assert set(allow_of(r)) == declared | {"OPTIONS"}, template
 
 
 async def test_options_on_an_unknown_path_is_a_404(client: httpx.AsyncClient) -> None:
