@@ -127,23 +127,18 @@ ProviderFormatName = Annotated[
 ]
 
 
-class DocumentProviderItem(BaseModel):
+class DocumentProviderItem(_Informative):
     """An item appended in a provider format, as an export writes it: its `record` (the item
     as it was appended, in the service's stored form: what an export wrote, not something to
     write by hand) is restored exactly; the canonical fields beside it are informative."""
 
     model_config = ConfigDict(extra="allow", title="DocumentProviderItem")
 
-    format: ProviderFormatName = Field(description="The format the item was appended in")
+    format: ProviderFormatName = Field(description="The format the item was appended in")  # type: ignore[assignment]
     record: dict[str, JsonValue] = Field(description="The item as it was appended")
     id: str | None = Field(None, pattern=ID_PATTERN, description="The service's item id")
     pinned: StrictBool = Field(False, description="Always kept by projections and compactions")
     metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
-    created_at: datetime | None = Field(
-        None,
-        description="Kept (years 1900 to 8999)",
-        json_schema_extra={"pattern": "^(19[0-9]{2}|[2-8][0-9]{3})-"},
-    )
 
 
 # What a snapshot item may be, said once: any item a canonical append stores (its members,

@@ -2027,6 +2027,17 @@ export interface components {
          *     write by hand) is restored exactly; the canonical fields beside it are informative.
          */
         DocumentProviderItem: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
             /**
              * Format
              * @description The format the item was appended in
@@ -2058,11 +2069,6 @@ export interface components {
             metadata?: {
                 [key: string]: components["schemas"]["JsonValue"];
             } | null;
-            /**
-             * Created At
-             * @description Kept (years 1900 to 8999)
-             */
-            created_at?: string | null;
         } & {
             [key: string]: unknown;
         };
