@@ -18,7 +18,9 @@ from app.main import create_app
 from app.services.keys import KeyResolver
 from app.settings import Settings
 from app.store.db import Store
-from app.store.item_cache import ItemCache, PromptCache, WindowSize, WindowSizes
+from app.store.item_cache import ItemCache
+from app.store.prompt_cache import PromptCache
+from app.store.window_sizes import WindowSize, WindowSizes
 
 
 def test_token_counts_keep_at_most_their_entries_and_chars() -> None:

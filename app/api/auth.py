@@ -1,4 +1,5 @@
-"""Authentication and scopes for every ``/v1`` request, before any route runs.
+"""Authentication and scopes for every ``/v1`` request (and the inspector's reads under
+``/ui/api/``), before any route runs.
 
 ``AuthMiddleware`` turns ``Authorization: Bearer <key>`` into the request's ``Actor`` (kept in
 the request state, read by ``deps.get_actor``), so no route can forget it:
@@ -39,8 +40,12 @@ _READ_ONLY_POSTS = re.compile(r"^/v1/sessions/[^/]+/context$")
 _BEARER = re.compile(r"^[Bb][Ee][Aa][Rr][Ee][Rr] +(\S+) *$")
 
 
+# The inspector's own reads (``/ui/api/...``): outside the API contract, same keys and scopes.
+UI_API_PREFIX = "/ui/api/"
+
+
 def protected(path: str) -> bool:
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return path == API_PREFIX or path.startswith((API_PREFIX + "/", UI_API_PREFIX))
 
 
 def required_scope(method: str, path: str) -> str:
@@ -78,7 +83,7 @@ def bearer_token(scope: Scope) -> str | None:
 
 
 class AuthMiddleware:
-    """Resolve the caller of every /v1 request (see module doc)."""
+    """Resolve the caller of every /v1 and /ui/api/ request (see module doc)."""
 
     def __init__(self, app: ASGIApp, *, enabled: bool, default_tenant: str) -> None:
         self.app = app

@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     JsonValue,
+    StrictBool,
     Tag,
     TypeAdapter,
     model_validator,
@@ -24,7 +25,9 @@ from app.api.append_schemas import (
     FunctionCallCreate,
     FunctionCallOutputCreate,
     MessageCreate,
+    OpaqueItemCreate,
     ReasoningCreate,
+    UntypedItemCreate,
 )
 from app.api.schemas import (
     ItemRead,
@@ -38,7 +41,8 @@ from app.api.schemas import (
     StrictBody,
 )
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
-from app.domain.items import CORE_TYPES, item_tag
+from app.domain.formats import FORMAT_NAMES
+from app.domain.items import ID_PATTERN, item_tag
 from app.domain.snapshots import SnapshotDocument
 
 __all__ = ["SnapshotDocument"]
@@ -73,6 +77,9 @@ class RestoreFromId(_Strict):
 
 
 class _Informative(BaseModel):
+    """The fields an export writes beside an item's body: where the item sat (ignored), when it
+    was appended (kept), and the format it was appended in."""
+
     seq: JsonValue = Field(None, description="Informative, ignored")
     tokens: JsonValue = Field(None, description="Informative, ignored")
     chars: JsonValue = Field(None, description="Informative, ignored")
@@ -81,7 +88,9 @@ class _Informative(BaseModel):
         description="Kept (years 1900 to 8999)",
         json_schema_extra={"pattern": "^(19[0-9]{2}|[2-8][0-9]{3})-"},
     )
-    format: Literal["canonical"] | None = Field(None, description="The item's format")
+    format: Literal["canonical"] | None = Field(
+        None, description="The item's format (absent or null: canonical)"
+    )
 
 
 class DocumentMessage(MessageCreate, _Informative):
@@ -100,27 +109,50 @@ class DocumentReasoning(ReasoningCreate, _Informative):
     pass
 
 
-class DocumentOpaque(BaseModel):
-    """An opaque canonical item (any other type), kept as it was sent."""
+class DocumentOpaque(OpaqueItemCreate, _Informative):
+    """An item of any other type, as an append takes it (`OpaqueItemCreate`)."""
 
     model_config = ConfigDict(extra="allow", title="DocumentOpaque")
 
-    type: str = Field(
-        min_length=1, max_length=64, json_schema_extra={"not": {"enum": sorted(CORE_TYPES)}}
-    )
-    format: Literal["canonical"] | None = None
+
+class DocumentUntyped(UntypedItemCreate, _Informative):
+    """Any other JSON object, as an append takes it (`UntypedItemCreate`)."""
+
+    model_config = ConfigDict(extra="allow", title="DocumentUntyped")
 
 
+# The formats an item may be kept in besides canonical (an item of one carries its record).
+ProviderFormatName = Annotated[
+    str, Field(json_schema_extra={"enum": [f for f in FORMAT_NAMES if f != "canonical"]})
+]
+
+
+class DocumentProviderItem(_Informative):
+    """An item appended in a provider format, as an export writes it: its `record` (the item
+    as it was appended, in the service's stored form: what an export wrote, not something to
+    write by hand) is restored exactly; the canonical fields beside it are informative."""
+
+    model_config = ConfigDict(extra="allow", title="DocumentProviderItem")
+
+    format: ProviderFormatName = Field(description="The format the item was appended in")  # type: ignore[assignment]
+    record: dict[str, JsonValue] = Field(description="The item as it was appended")
+    id: str | None = Field(None, pattern=ID_PATTERN, description="The service's item id")
+    pinned: StrictBool = Field(False, description="Always kept by projections and compactions")
+    metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
+
+
+# What a snapshot item may be, said once: any item a canonical append stores (its members,
+# each with the fields an export adds), or an item kept in a provider format with its record.
+# ``parse_document`` reads items by the same rules (the canonical ingest, or the record).
 DocumentItem = (
     DocumentMessage
     | DocumentFunctionCall
     | DocumentFunctionCallOutput
     | DocumentReasoning
     | DocumentOpaque
+    | DocumentUntyped
+    | DocumentProviderItem
 )
-# Not declared field by field: an item exported from a provider format also carries `format`
-# and `record` (the item as it was appended, in the service's stored form); restore takes it
-# back exactly. A record is what an export wrote, not something to write by hand.
 
 
 class SnapshotDocumentIn(_Strict):
@@ -142,9 +174,9 @@ class SnapshotDocumentIn(_Strict):
     config: SessionConfig = Field(default_factory=SessionConfig)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     items: list[DocumentItem] = Field(
-        description="Working memory, oldest first. An item exported from a provider format "
-        "also carries `format` and `record` (the item as it was appended); restore takes it "
-        "back exactly"
+        description="Working memory, oldest first: any item a canonical append takes, or an "
+        "item exported from a provider format with its `format` and `record` (the item as it "
+        "was appended), which restore takes back exactly"
     )
 
 

@@ -4,6 +4,7 @@ with a stable ``type`` per error kind."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -212,7 +213,12 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path, then OPTIONS. Starlette's own
-    ``Allow`` names only the first route that matched the path, not all of them."""
+    ``Allow`` names only the first route that matched the path, not all of them.
+
+    On a path of the API, only what its OpenAPI document declares there: paths resolve as the
+    document resolves them (the path with the fewest parameters wins), so ``/items/pop`` is
+    the pop operation, whose path declares POST, and not the item ``{item_id}`` = ``pop``
+    that the template ``/items/{item_id}`` also matches."""
     routes = request.app.router.routes
     path = request.scope["path"]
     allowed: list[str] = []
@@ -228,7 +234,29 @@ def allowed_methods(request: Request) -> list[str]:
         }
         if any(route.matches(probe)[0] == Match.FULL for route in routes):
             allowed.append(method)
+    declared = _declared_methods(request.app.openapi()["paths"], path)
+    if declared is not None:
+        allowed = [m for m in allowed if m in declared]
     return [*allowed, "OPTIONS"]
+
+
+def _declared_methods(paths: dict[str, Any], path: str) -> set[str] | None:
+    """The methods the OpenAPI document declares for ``path`` (None: no path of it matches),
+    a literal path before a template (OpenAPI 3.1, "Path Templating Matching")."""
+    matching = [
+        template
+        for template in paths
+        if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), path)
+    ]
+    if not matching:
+        return None
+    fewest = min(template.count("{") for template in matching)
+    return {
+        method.upper()
+        for template in matching
+        if template.count("{") == fewest
+        for method in paths[template]
+    }
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

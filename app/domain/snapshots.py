@@ -94,8 +94,10 @@ class SnapshotDocument(BaseModel):
     config: dict[str, JsonValue] = Field(default_factory=dict)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     items: list[dict[str, JsonValue]] = Field(
-        description="Working memory, oldest first: canonical items with `id`, `pinned`, "
-        "`metadata` (`seq`, `tokens`, `chars`, `created_at` informative)"
+        description="Working memory, oldest first: any item a canonical append takes (any "
+        "JSON object), or an item kept in a provider format with its `format` and `record`; "
+        "each with `id`, `pinned`, `metadata` (`seq`, `tokens`, `chars`, `created_at` "
+        "informative)"
     )
 
     @field_validator("version", mode="before")

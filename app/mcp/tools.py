@@ -132,6 +132,14 @@ def _idempotency(
     )
 
 
+def _sent_arguments(ctx: Context) -> frozenset[str]:
+    """The names of the arguments the client sent, nulls included: the tool function sees a
+    null and an argument left out alike (both ``None``)."""
+    params = ctx.request_context.params or {}
+    arguments = params.get("arguments")
+    return frozenset(arguments) if isinstance(arguments, dict) else frozenset()
+
+
 async def _call(
     ctx: Context,
     scope: str,
@@ -384,7 +392,8 @@ def _items_and_context(server: MCPServer) -> None:
         ] = None,
     ) -> CallToolResult:
         """The next-turn prompt in a provider format within a budget, with a report of what
-        was kept and dropped. Budget fields left out default to the session's config."""
+        was kept and dropped. Budget fields left out default to the session's config; one
+        sent as null lifts that default (`recall: null` turns a configured recall off)."""
         given = {
             "max_items": max_items,
             "max_chars": max_chars,
@@ -404,13 +413,19 @@ def _items_and_context(server: MCPServer) -> None:
 
         async def run(rt: Runtime, actor: Actor) -> CallToolResult:
             sid = _session_id(session_id)
-            fields = {name: value for name, value in given.items() if value is not None}
+            # A null sent lifts the session's default, as in a REST body; one left out keeps it
+            sent = _sent_arguments(ctx)
+            fields = {
+                name: value for name, value in given.items() if value is not None or name in sent
+            }
             body: ContextRequest = _validated(ContextRequest, {"format": format, **fields})
             overrides: dict[str, object] = {
                 name: getattr(body, name) for name in BUDGET_FIELDS if name in body.model_fields_set
             }
-            if body.recall is not None:
-                overrides["recall"] = body.recall.model_dump(exclude_unset=True)
+            if "recall" in body.model_fields_set:
+                overrides["recall"] = (
+                    None if body.recall is None else body.recall.model_dump(exclude_unset=True)
+                )
             result = await context_service.read_context(
                 rt, actor, sid, format=body.format, overrides=overrides
             )

@@ -55,9 +55,9 @@ from app.store.context import (
     WindowKeys,
     session_with_batch,
 )
-from app.store.item_cache import WindowSize, WindowSizes
 from app.store.items import ItemRepository
 from app.store.raw import DriverConnection
+from app.store.window_sizes import WindowSize, WindowSizes
 
 MAX_ATTEMPTS = 12
 

@@ -19,10 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from app import jsonutil
 from app.domain.items import StoredItem
 from app.store.db_errors import DATABASE_ERRORS, domain_error_for
-from app.store.item_cache import ItemCache, PromptCache, WindowSizes
+from app.store.item_cache import ItemCache
 from app.store.migrate import ensure_sqlite_dir
+from app.store.prompt_cache import PromptCache
 from app.store.raw import DriverConnection
 from app.store.statement_pool import StatementConnections
+from app.store.window_sizes import WindowSizes
 
 # How long a ``statements()`` connection stays unused before it goes back to the pool.
 STATEMENT_IDLE_SECONDS = 30.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from collections.abc import AsyncIterator
 
@@ -52,8 +53,9 @@ async def test_llm_policy_without_an_endpoint_is_a_4xx_not_a_retry(
         ("DELETE", "/v1/sessions", ["GET", "POST", "OPTIONS"]),
         ("POST", "/v1/sessions/{sid}", ["GET", "PATCH", "DELETE", "OPTIONS"]),
         ("PUT", "/v1/sessions/{sid}/items", ["GET", "POST", "DELETE", "OPTIONS"]),
-        # `pop` is a route of its own, and also an item id `GET /items/{item_id}` would read
-        ("DELETE", "/v1/sessions/{sid}/items/pop", ["GET", "POST", "OPTIONS"]),
+        # `pop` is a path of its own: it shadows `/items/{item_id}`, as paths resolve in the
+        # spec (a literal path before a template), so `Allow` names what the spec documents
+        ("DELETE", "/v1/sessions/{sid}/items/pop", ["POST", "OPTIONS"]),
         ("POST", "/v1/sessions/{sid}/items/itm_1", ["GET", "OPTIONS"]),
         ("PATCH", "/v1/sessions/{sid}/snapshots/snp_1", ["GET", "DELETE", "OPTIONS"]),
         ("DELETE", "/v1/search", ["GET", "OPTIONS"]),
@@ -76,6 +78,8 @@ async def test_405_names_every_allowed_method(
         ("/v1/sessions", ["GET", "POST", "OPTIONS"]),
         ("/v1/sessions/{sid}/context", ["GET", "POST", "OPTIONS"]),
         ("/v1/sessions/{sid}/compact", ["POST", "OPTIONS"]),
+        ("/v1/sessions/{sid}/items/pop", ["POST", "OPTIONS"]),
+        ("/v1/sessions/{sid}/items/itm_1", ["GET", "OPTIONS"]),
         ("/v1/admin/keys/smk_000000000000", ["DELETE", "OPTIONS"]),
         ("/openapi.json", ["GET", "HEAD", "OPTIONS"]),
     ],
@@ -86,6 +90,20 @@ async def test_options_answers_204_with_allow(
     r = await client.options(path.format(sid=sid))
     assert r.status_code == 204, r.text
     assert allow_of(r) == allowed and r.content == b""
+
+
+async def test_options_advertises_what_the_spec_declares_on_every_path(
+    client: httpx.AsyncClient,
+) -> None:
+    """For every path of the OpenAPI document, `Allow` is the methods it declares there (and
+    OPTIONS): a path of its own, such as `/items/pop`, is not also a `{item_id}`."""
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for template, operations in paths.items():
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        r = await client.options(path)
+        assert r.status_code == 204, (path, r.text)
+        declared = {m.upper() for m in operations}
+        assert set(allow_of(r)) == declared | {"OPTIONS"}, template
 
 
 async def test_options_on_an_unknown_path_is_a_404(client: httpx.AsyncClient) -> None:

@@ -457,7 +457,7 @@ async def test_every_write_is_seen_by_the_next_read(client: httpx.AsyncClient, s
 
 
 def test_prompt_cache_is_bounded_and_skips_large_prompts() -> None:
-    from app.store.item_cache import PromptCache
+    from app.store.prompt_cache import PromptCache
 
     cache = PromptCache(max_entries=2, max_entry_chars=100)
     cache.put("a", 1, chars=10)
@@ -521,7 +521,8 @@ async def test_appended_items_read_back_as_stored(client: httpx.AsyncClient, sid
 
 
 def test_caches_are_bounded_by_total_size() -> None:
-    from app.store.item_cache import ItemCache, PromptCache
+    from app.store.item_cache import ItemCache
+    from app.store.prompt_cache import PromptCache
 
     prompts = PromptCache(max_entries=100, max_entry_chars=50, max_total_chars=100)
     for n in range(5):

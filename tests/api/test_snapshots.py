@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import httpx
+import jsonschema
 
 from tests.api.helpers import all_items, append, assert_problem, assistant, create, user
+from tests.conftest import ROOT
 
 ENVELOPE_INFORMATIVE = ("seq", "tokens", "chars", "created_at")
 
@@ -460,3 +463,80 @@ async def test_restore_after_a_compaction_brings_back_summary_and_compact_result
     assert any(h["item"]["id"] == "goal" and h["archived_reason"] == "compacted" for h in hits)
     r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "parser"})
     assert r.json()["items"] == []
+
+
+def _restore_request_validator() -> jsonschema.Draft202012Validator:
+    """The published schema of a restore request body (JSON Schema 2020-12)."""
+    spec = json.loads((ROOT / "openapi" / "openapi.json").read_text())
+    operation = spec["paths"]["/v1/sessions/{session_id}/restore"]["post"]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    return jsonschema.Draft202012Validator({**schema, "components": spec["components"]})
+
+
+async def test_a_snapshot_item_is_what_an_append_stores_as_the_spec_says(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A session holds any JSON object an append accepts (untyped ones included) and items kept
+    in a provider format; its export validates against the published restore request and
+    restores exactly. Item by item, the spec admits what restore accepts and nothing else."""
+    await create(client, sid)
+    untyped = [{"__enc__": 1, "payload": "gAAAAA"}, {"type": 7, "note": "a number"}, {}]
+    opaque = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    assert (await append(client, sid, [user("hi"), *untyped, opaque])).status_code == 201
+    chat = [
+        {"role": "user", "content": "read a.py"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+    ]
+    r = await client.post(
+        f"/v1/sessions/{sid}/items", json={"format": "openai-chat", "items": chat}
+    )
+    assert r.status_code == 201, r.text
+    doc = await export(client, sid, (await snapshot(client, sid))["id"])
+    assert {i["format"] for i in doc["items"]} == {"canonical", "openai-chat"}
+
+    spec = _restore_request_validator()
+    assert list(spec.iter_errors({"snapshot": doc})) == []
+    other = sid + "-copy"
+    await create(client, other)
+    r = await client.post(f"/v1/sessions/{other}/restore", json={"snapshot": doc})
+    assert r.status_code == 200, r.text
+    ours, theirs = await all_items(client, sid), await all_items(client, other)
+    # (an opaque item's `id` is its own data in a document, so it is stored under a new one)
+    assert [{k: v for k, v in i.items() if k not in ("seq", "id")} for i in theirs] == [
+        {k: v for k, v in i.items() if k not in ("seq", "id")} for i in ours
+    ]
+
+    provider = next(i for i in doc["items"] if i["format"] == "openai-chat")
+    admitted = [
+        {"format": None},
+        {"format": "canonical", "payload": [1, 2]},
+        {"type": "t" * 65},
+        {"type": "web_search_call", "format": None},
+        user("plain"),
+        provider,
+    ]
+    refused = [
+        {"type": "message"},
+        {"role": "user"},
+        {"format": "gemini"},
+        {"format": "klingon"},
+        {"format": {}, "type": "0"},
+        {**user("a"), "record": {"role": "user", "content": "b"}},
+        {**provider, "record": None},
+    ]
+    for item, ok in [(i, True) for i in admitted] + [(i, False) for i in refused]:
+        body = {"snapshot": {**doc, "items": [item]}}
+        assert spec.is_valid(body) is ok, item
+        r = await client.post(f"/v1/sessions/{other}/restore", json=body)
+        assert r.status_code == (200 if ok else 422), (item, r.text)

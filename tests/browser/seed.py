@@ -89,3 +89,59 @@ def seed_session(
 
 if __name__ == "__main__":
     print(seed_session(sys.argv[1], sys.argv[2]))
+
+
+def trust_items() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Three batches for the inspector's trust checks: Gemini turns whose calls have no id
+    (the same tool twice, so their derived call ids repeat), a Responses reasoning item, and
+    canonical items (an untyped object, a tool output) that a search for "zebra" finds."""
+    gemini: list[dict[str, Any]] = []
+    for name, word in (("a.py", "alpha"), ("b.py", "bravo")):
+        gemini += [
+            {"role": "user", "parts": [{"text": f"Please read {name}."}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "read_file", "args": {"path": name}}}],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "name": "read_file",
+                            "response": {"output": f"{word} zebra"},
+                        }
+                    }
+                ],
+            },
+            {"role": "model", "parts": [{"text": f"{name} holds {word}."}]},
+        ]
+    responses = [
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "The zebra question needs care."}],
+        }
+    ]
+    canonical = [
+        {"note": "an untyped zebra object", "kind": 3},
+        {"type": "message", "role": "user", "content": "What did the zebra files hold?"},
+    ]
+    return gemini, responses, canonical
+
+
+def seed_trust_session(
+    base_url: str, session_id: str, *, headers: dict[str, str] | None = None
+) -> None:
+    gemini, responses, canonical = trust_items()
+    with httpx.Client(base_url=base_url, headers=headers or {}, timeout=30) as client:
+        client.post("/v1/sessions", json={"id": session_id}).raise_for_status()
+        for fmt, items in (
+            ("gemini", gemini),
+            ("openai-responses", responses),
+            ("canonical", canonical),
+        ):
+            r = client.post(
+                f"/v1/sessions/{session_id}/items", json={"format": fmt, "items": items}
+            )
+            r.raise_for_status()

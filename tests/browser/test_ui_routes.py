@@ -4,10 +4,16 @@ outside the static folder, no CDN, and none of it in the API contract."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import httpx
 
 from app.api.routes.ui import static_root
+from app.main import create_app
+from tests.browser.seed import trust_items
+from tests.conftest import make_settings
+
+KEY = "ui-routes-bootstrap-key-" + "z" * 24
 
 
 async def test_the_inspector_page_is_served_for_its_addresses(client: httpx.AsyncClient) -> None:
@@ -90,3 +96,60 @@ async def test_the_root_points_a_browser_to_the_inspector_and_a_client_to_an_ind
         assert links["api"] == "/v1"
     assert r.headers["vary"] == "Accept"
     assert "/" not in (await client.get("/openapi.json")).json()["paths"]
+
+
+async def _seed_trust(client: httpx.AsyncClient, sid: str, headers: dict[str, str]) -> None:
+    gemini, responses, canonical = trust_items()
+    r = await client.post("/v1/sessions", json={"id": sid}, headers=headers)
+    assert r.status_code == 201, r.text
+    for fmt, items in (
+        ("gemini", gemini),
+        ("openai-responses", responses),
+        ("canonical", canonical),
+    ):
+        r = await client.post(
+            f"/v1/sessions/{sid}/items", json={"format": fmt, "items": items}, headers=headers
+        )
+        assert r.status_code == 201, r.text
+
+
+async def test_the_page_is_told_which_call_each_output_answers(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """Gemini calls without an id share a derived call id turn after turn: each output answers
+    its own turn's call (the projection's rule), in working memory and in history."""
+    await _seed_trust(client, sid, {})
+    items = (await client.get(f"/v1/sessions/{sid}/items")).json()["items"]
+    calls = [i for i in items if i.get("type") == "function_call"]
+    outputs = [i for i in items if i.get("type") == "function_call_output"]
+    assert len({i["call_id"] for i in calls + outputs}) == 1  # the key repeats
+    want = {str(o["seq"]): c["seq"] for c, o in zip(calls, outputs, strict=True)}
+    r = await client.get(f"/ui/api/sessions/{sid}/pairs")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"version": 4, "call_of": want}
+    r = await client.post(f"/v1/sessions/{sid}/items/pop")  # the newest: a user message
+    assert r.status_code == 200, r.text
+    r = await client.get(f"/ui/api/sessions/{sid}/pairs", params={"archived": "true"})
+    assert r.json()["call_of"] == want and r.json()["version"] == 5
+    assert (await client.get(f"/ui/api/sessions/{sid}-none/pairs")).status_code == 404
+
+
+async def test_the_pairs_route_takes_a_key_as_v1_does(backend: str, request: Any, sid: str) -> None:
+    settings = make_settings(
+        backend, request, auth={"mode": "on", "bootstrap_key": KEY, "bootstrap_tenant": "ui"}
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+            await _seed_trust(c, sid, {"Authorization": f"Bearer {KEY}"})
+            r = await c.get(f"/ui/api/sessions/{sid}/pairs")
+            assert r.status_code == 401 and r.headers["content-type"].startswith(
+                "application/problem+json"
+            )
+            r = await c.get(f"/ui/api/sessions/{sid}/pairs", headers={"Authorization": "Bearer x"})
+            assert r.status_code == 401
+            r = await c.get(
+                f"/ui/api/sessions/{sid}/pairs", headers={"Authorization": f"Bearer {KEY}"}
+            )
+            assert r.status_code == 200 and len(r.json()["call_of"]) == 2

@@ -342,3 +342,32 @@ async def test_get_context_recalls_archived_turns_as_rest_does(served: Served, s
     assert block["role"] == "system" and f"user: turn 0: the {word} question" in block["content"]
     assert got["items"][-4:] == want["items"][-4:] and got["items"][-4]["role"] == "user"
     assert bad["status"] == 422
+
+
+async def test_null_lifts_a_configured_default_as_it_does_over_rest(
+    served: Served, sid: str
+) -> None:
+    """`recall: null` turns the session's configured recall off, and a budget field sent as
+    null lifts its default: what a null means in a REST body, not the same as leaving it out."""
+    word = f"zebra{sid[-6:]}"
+    items = conversation(4)
+    items[1] = user(f"turn 0: the {word} question")
+    config = {"context": {"max_items": 6, "recall": {"max_tokens": 300, "query": word}}}
+    async with mcp_session(served.url, served.token) as mcp:
+        body(await mcp.call_tool("create_session", {"session_id": sid, "config": config}))
+        body(await mcp.call_tool("append_items", {"session_id": sid, "items": items}))
+        body(await mcp.call_tool("compact", {"session_id": sid, "keep_last_items": 8}))
+        defaults = body(await mcp.call_tool("get_context", {"session_id": sid}))
+        lifted = body(
+            await mcp.call_tool(
+                "get_context", {"session_id": sid, "recall": None, "max_items": None}
+            )
+        )
+    with served.rest() as rest:
+        want = rest.post(
+            f"/v1/sessions/{sid}/context", json={"recall": None, "max_items": None}
+        ).json()
+    assert defaults["report"]["recalled"], "the configured recall applies when left out"
+    assert defaults["report"]["projected_items"] <= 6
+    assert want["report"]["recalled"] == [] and want["report"]["projected_items"] > 6
+    assert lifted == want

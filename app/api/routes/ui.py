@@ -3,8 +3,11 @@ package's own files (``app/ui/static``): nothing is fetched from another host at
 both work on an air-gapped deployment.
 
 The inspector is one HTML page with ES modules; it reads and writes through the public ``/v1``
-API with the caller's key, so it has exactly the key's tenant and scopes. These routes are not
-part of the API contract and stay out of the OpenAPI document.
+API with the caller's key, so it has exactly the key's tenant and scopes. What the API does not
+answer and the page must not work out itself (which call a tool output answers: the
+projection's rule) comes from ``/ui/api/...``, authenticated and scoped like ``/v1``
+(``app.api.auth``). These routes are not part of the API contract and stay out of the OpenAPI
+document.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from functools import cache, lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from app.api.deps import ActorDep, RuntimeDep
+from app.api.session_ids import SessionIdPath
+from app.services import pairing
 
 router = APIRouter(include_in_schema=False)
 
@@ -145,6 +152,22 @@ async def ui_session(session_id: str) -> HTMLResponse:
 @router.get("/ui/search")
 async def ui_search() -> HTMLResponse:
     return _index()
+
+
+@router.get("/ui/api/sessions/{session_id}/pairs")
+async def ui_pairs(
+    session_id: SessionIdPath,
+    rt: RuntimeDep,
+    actor: ActorDep,
+    archived: bool = Query(False),
+) -> JSONResponse:
+    """Which call each tool output answers (``call_of``: output seq -> call seq), by the
+    projection's rule, over working memory (``archived``: every item ever appended)."""
+    call_of, version = await pairing.paired_calls(rt, actor, session_id, archived=archived)
+    return JSONResponse(
+        {"version": version, "call_of": {str(o): c for o, c in call_of.items()}},
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 @router.get(STATIC_URL + "/{path:path}")

@@ -1843,7 +1843,7 @@ export interface components {
             created_at?: string | null;
             /**
              * Format
-             * @description The item's format
+             * @description The item's format (absent or null: canonical)
              */
             format?: "canonical" | null;
             /**
@@ -1894,7 +1894,7 @@ export interface components {
             created_at?: string | null;
             /**
              * Format
-             * @description The item's format
+             * @description The item's format (absent or null: canonical)
              */
             format?: "canonical" | null;
             /**
@@ -1945,7 +1945,7 @@ export interface components {
             created_at?: string | null;
             /**
              * Format
-             * @description The item's format
+             * @description The item's format (absent or null: canonical)
              */
             format?: "canonical" | null;
             /**
@@ -1981,13 +1981,94 @@ export interface components {
         };
         /**
          * DocumentOpaque
-         * @description An opaque canonical item (any other type), kept as it was sent.
+         * @description An item of any other type, as an append takes it (`OpaqueItemCreate`).
          */
         DocumentOpaque: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
+            /**
+             * Format
+             * @description The item's format (absent or null: canonical)
+             */
+            format?: "canonical" | null;
             /** Type */
             type: string;
-            /** Format */
-            format?: "canonical" | null;
+            /** @description Part of the item, kept as sent (a provider's own id); the stored item gets an id of the service's */
+            id?: components["schemas"]["JsonValue"];
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * DocumentProviderItem
+         * @description An item appended in a provider format, as an export writes it: its `record` (the item
+         *     as it was appended, in the service's stored form: what an export wrote, not something to
+         *     write by hand) is restored exactly; the canonical fields beside it are informative.
+         */
+        DocumentProviderItem: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
+            /**
+             * Format
+             * @description The format the item was appended in
+             * @enum {string}
+             */
+            format: "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+            /**
+             * Record
+             * @description The item as it was appended
+             */
+            record: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /**
+             * Id
+             * @description The service's item id
+             */
+            id?: string | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
         } & {
             [key: string]: unknown;
         };
@@ -2006,7 +2087,7 @@ export interface components {
             created_at?: string | null;
             /**
              * Format
-             * @description The item's format
+             * @description The item's format (absent or null: canonical)
              */
             format?: "canonical" | null;
             /**
@@ -2048,6 +2129,43 @@ export interface components {
              * @description Anthropic redacted_thinking
              */
             redacted?: boolean | null;
+        };
+        /**
+         * DocumentUntyped
+         * @description Any other JSON object, as an append takes it (`UntypedItemCreate`).
+         */
+        DocumentUntyped: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
+            /**
+             * Format
+             * @description The item's format (absent or null: canonical)
+             */
+            format?: "canonical" | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /** ErasureList */
         ErasureList: {
@@ -5355,7 +5473,7 @@ export interface components {
             };
             /**
              * Items
-             * @description Working memory, oldest first: canonical items with `id`, `pinned`, `metadata` (`seq`, `tokens`, `chars`, `created_at` informative)
+             * @description Working memory, oldest first: any item a canonical append takes (any JSON object), or an item kept in a provider format with its `format` and `record`; each with `id`, `pinned`, `metadata` (`seq`, `tokens`, `chars`, `created_at` informative)
              */
             items: {
                 [key: string]: components["schemas"]["JsonValue"];
@@ -5410,9 +5528,9 @@ export interface components {
             };
             /**
              * Items
-             * @description Working memory, oldest first. An item exported from a provider format also carries `format` and `record` (the item as it was appended); restore takes it back exactly
+             * @description Working memory, oldest first: any item a canonical append takes, or an item exported from a provider format with its `format` and `record` (the item as it was appended), which restore takes back exactly
              */
-            items: (components["schemas"]["DocumentMessage"] | components["schemas"]["DocumentFunctionCall"] | components["schemas"]["DocumentFunctionCallOutput"] | components["schemas"]["DocumentReasoning"] | components["schemas"]["DocumentOpaque"])[];
+            items: (components["schemas"]["DocumentMessage"] | components["schemas"]["DocumentFunctionCall"] | components["schemas"]["DocumentFunctionCallOutput"] | components["schemas"]["DocumentReasoning"] | components["schemas"]["DocumentOpaque"] | components["schemas"]["DocumentUntyped"] | components["schemas"]["DocumentProviderItem"])[];
         };
         /** SnapshotList */
         SnapshotList: {

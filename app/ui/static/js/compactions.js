@@ -59,16 +59,17 @@ function compactForm(panel, data) {
     clear(out).append(h("p", { class: "muted" }, "Computing a preview…"));
     try {
       const request = body();
-      const [result, items] = await Promise.all([
+      const [result, items, callOf] = await Promise.all([
         api(`${data.path}/compact`, { method: "POST", body: { ...request, dry_run: true } }),
         data.items(),
+        data.callOf(),
       ]);
       const compacted = new Set();
       for (const [a, b] of result.report?.compacted_ranges || []) for (let s = a; s <= b; s++) compacted.add(s);
       clear(out).append(
         notice("ok", `Preview only: nothing was changed. ${num(result.compacted_items)} item(s) would leave working memory.`),
         resultView(result, { heading: "h4", id: "compact-preview-result" }),
-        h("details", {}, h("summary", {}, "Working memory with the items this would compact"), legend(), timeline(items, { compacted })));
+        h("details", {}, h("summary", {}, "Working memory with the items this would compact"), legend(), timeline(items, { compacted }, callOf)));
       previewed = request;
       commit.disabled = false;
     } catch (err) {

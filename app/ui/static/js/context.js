@@ -90,11 +90,12 @@ const PROVIDER = {
   gemini: "Gemini generateContent",
 };
 
-const SEGMENTS = ["system", "summary", "messages", "tool calls", "tool outputs", "reasoning", "other", "format overhead"];
+const SEGMENTS = ["system", "summary", "messages", "tool calls", "tool outputs", "reasoning", "other", "recall", "format overhead"];
 
 /** Where the projected tokens go. The total is the report's exact ``projected_tokens``; the
  * split is estimated from the stored per-item counts of what was kept (a cleared output counts
- * its placeholder, a trimmed reasoning item nothing), scaled to that total. */
+ * its placeholder, a trimmed reasoning item nothing) and, for recall, from the tokens the
+ * report gives each line of the recall block (``recalled``), scaled to that total. */
 export function spend(items, report, session, cleared) {
   const dropped = rangesToSet(report.dropped_ranges);
   const trimmed = report.notes.some((n) => n.startsWith("tier2"));
@@ -108,6 +109,7 @@ export function spend(items, report, session, cleared) {
     parts[category(item)] += tokens;
   }
   if (session.summary) parts.summary = Math.max(0, report.source_tokens - (session.token_count || 0));
+  parts.recall = (report.recalled || []).reduce((sum, entry) => sum + (entry.tokens || 0), 0);
   const estimated = Object.values(parts).reduce((a, b) => a + b, 0);
   const total = report.projected_tokens;
   if (estimated > total && estimated > 0) {
@@ -209,13 +211,16 @@ export async function contextView(panel, data, params) {
     clear(out).append(h("p", { class: "muted" }, "Projecting…"));
     out.setAttribute("aria-busy", "true");
     try {
-      const [response, items] = await Promise.all([
+      const [response, items, callOf] = await Promise.all([
         api(`${data.path}/context`, { method: "POST", body }),
         data.items(),
+        data.callOf(),
       ]);
       const payload = payloadOf(response);
       const cleared = clearedCalls(payload);
       const report = response.report;
+      // recalled items of this session (recall may bring back a sibling session's too)
+      const recalled = new Set((report.recalled || []).filter((e) => e.session_id === data.id).map((e) => e.seq));
       clear(out).append(
         h("h3", {}, `Budget spend: ${num(report.projected_tokens)} tokens in ${response.format}`),
         bar(spend(items, report, data.session, cleared), body.max_tokens, report.projected_tokens),
@@ -229,7 +234,7 @@ export async function contextView(panel, data, params) {
         h("section", { "aria-labelledby": "ctx-timeline-title" },
           h("h3", { id: "ctx-timeline-title" }, "Working memory, with what was left out"),
           legend(),
-          timeline(items, { dropped: rangesToSet(report.dropped_ranges), cleared })));
+          timeline(items, { dropped: rangesToSet(report.dropped_ranges), cleared, recalled }, callOf)));
       out.dataset.version = String(response.version);
     } catch (err) {
       clear(out).append(errorNotice(err));

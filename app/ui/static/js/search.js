@@ -3,6 +3,7 @@
 
 import { api, enc } from "./api.js";
 import { clear, errorNotice, field, h } from "./dom.js";
+import { itemText } from "./timeline.js";
 
 export function searchForm(panel, { sessionId = null, params = new URLSearchParams() } = {}) {
   const q = h("input", { name: "q", type: "search", required: true, value: params.get("q") || "", maxlength: "1000", id: "search-q" });
@@ -19,9 +20,7 @@ export function searchForm(panel, { sessionId = null, params = new URLSearchPara
     field("Words", q), field("In", scope), field("Mode", mode), h("button", { type: "submit" }, "Search"));
   const score = (value) => (value === null || value === undefined ? "–" : Number(value).toFixed(3));
   const excerpt = (item) => {
-    const content = item?.content;
-    const text = typeof content === "string" ? content
-      : Array.isArray(content) ? content.map((part) => part?.text ?? "").join(" ") : "";
+    const text = itemText(item);
     return text.length > 240 ? `${text.slice(0, 239)}…` : text;
   };
   const path = sessionId ? `/v1/sessions/${enc(sessionId)}/search` : "/v1/search";
@@ -46,11 +45,11 @@ export function searchForm(panel, { sessionId = null, params = new URLSearchPara
         list.append(h("li", { class: hit.archived ? "archived" : "" },
           h("div", { class: "item-head" },
             sessionId ? null : h("a", { href }, hit.session_id),
-            h("span", { class: "seq" }, `#${hit.seq}`), h("span", { class: "kind" }, hit.item?.type ?? ""),
+            h("span", { class: "seq" }, `#${hit.seq}`), h("span", { class: "kind" }, typeof hit.item?.type === "string" ? hit.item.type : "item"),
             hit.archived ? h("span", { class: "badge" }, `archived${hit.archived_reason ? `: ${hit.archived_reason}` : ""}`) : null,
             h("span", { class: "tokens", title: "the rank's score; then what each ranker scored it" },
               `score ${score(hit.score)} · words ${score(hit.scores?.fulltext)} · meaning ${score(hit.scores?.semantic)}`)),
-          h("p", { class: "snippet" }, hit.snippet ?? excerpt(hit.item))));
+          h("p", { class: "snippet" }, hit.snippet || excerpt(hit.item))));
       }
       cursor = page.next_cursor;
       if (cursor !== null && cursor !== undefined) {

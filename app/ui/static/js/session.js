@@ -1,6 +1,6 @@
 // /ui/sessions/{id}: the session's header and its views, one per tab (?tab=...).
 
-import { allPages, api, sessionPath } from "./api.js";
+import { allPages, api, enc, sessionPath } from "./api.js";
 import { clear, errorNotice, h, notice, num, pre, timeEl } from "./dom.js";
 import { contextView } from "./context.js";
 import { compactionsView } from "./compactions.js";
@@ -29,12 +29,14 @@ export class SessionData {
     this.session = null;
     this._items = null;
     this._history = null;
+    this._pairs = new Map();
   }
 
   async load() {
     this.session = await api(this.path);
     this._items = null;
     this._history = null;
+    this._pairs = new Map();
     return this.session;
   }
 
@@ -46,6 +48,18 @@ export class SessionData {
       this.truncated = page.truncated;
     }
     return this._items;
+  }
+
+  /** Which call each output answers (output seq -> call seq), in working memory or (with
+   * ``archived``) in the whole history: the server pairs them by the projection's rule, so
+   * the page never pairs otherwise than the prompt does (a call id can repeat). */
+  async callOf(archived = false) {
+    if (!this._pairs.has(archived)) {
+      const params = archived ? { archived: "true" } : {};
+      this._pairs.set(archived, api(`/ui/api/sessions/${enc(this.id)}/pairs`, { params })
+        .then((r) => new Map(Object.entries(r.call_of).map(([o, c]) => [Number(o), c]))));
+    }
+    return this._pairs.get(archived);
   }
 
   /** Every item ever appended, archived ones included. */
@@ -86,14 +100,16 @@ async function memoryView(panel, data, params) {
   const list = h("div", { "aria-live": "polite" });
   const render = async () => {
     clear(list);
-    const items = toggle.checked ? await data.history() : await data.items();
+    const [items, callOf] = await Promise.all([
+      toggle.checked ? data.history() : data.items(), data.callOf(toggle.checked),
+    ]);
     if (data.truncated && !toggle.checked) list.append(notice("warn", `Showing the oldest ${num(ITEM_CAP)} items only.`));
     list.append(
       h("p", { class: "muted", id: "timeline-count" },
         toggle.checked
           ? `${num(items.length)} item(s) ever appended, ${num(items.filter((i) => i.archived).length)} archived`
           : `${num(items.length)} item(s) in working memory`),
-      timeline(items));
+      timeline(items, {}, callOf));
   };
   toggle.addEventListener("change", async () => {
     const q = new URLSearchParams(location.search);

@@ -5,36 +5,74 @@ import { allPages, api, enc } from "./api.js";
 import { clear, errorNotice, field, h, notice, num, table, timeEl } from "./dom.js";
 import { state } from "./state.js";
 import { navigate } from "./nav.js";
+import { itemText } from "./timeline.js";
 
-const ENVELOPE = new Set(["seq", "tokens", "chars", "created_at", "format"]);
+// What says where an item sat or how it was written rather than what it is. An exported item
+// kept in a provider format also carries its ``record`` (the item as it was sent), which the
+// items listing does not: the two are compared by their canonical view, like with like.
+const ENVELOPE = new Set(["seq", "tokens", "chars", "created_at", "format", "record"]);
 
-function body(item) {
-  return JSON.stringify(Object.fromEntries(Object.entries(item).filter(([k]) => !ENVELOPE.has(k)).sort(([a], [b]) => a.localeCompare(b))));
+function comparable(item) {
+  return Object.fromEntries(Object.entries(item).filter(([k]) => !ENVELOPE.has(k)));
 }
 
-function short(item) {
-  const c = item.content ?? item.output ?? item.arguments ?? item.summary ?? "";
-  const text = typeof c === "string" ? c : JSON.stringify(c);
-  return `${item.type}${item.role ? ` (${item.role})` : ""}${item.name ? ` ${item.name}` : ""}: ${text.slice(0, 100)}`;
+const canonicalJson = (value) => JSON.stringify(value, (_, v) =>
+  (v && typeof v === "object" && !Array.isArray(v)
+    ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)))
+    : v));
+
+/** The fields of two versions of an item that differ, each with its value before and after. */
+export function changedFields(before, after) {
+  const a = comparable(before);
+  const b = comparable(after);
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()
+    .filter((k) => canonicalJson(a[k]) !== canonicalJson(b[k]))
+    .map((k) => ({ field: k, before: a[k], after: b[k] }));
 }
 
-/** Items by id: only in the snapshot, only now, in both with another body. */
+/** Items by id: only in the snapshot, only now, in both with another body (``changed``:
+ * ``{before, after, fields}``). */
 export function diffItems(snapshotItems, currentItems) {
   const before = new Map(snapshotItems.map((i) => [i.id, i]));
   const after = new Map(currentItems.map((i) => [i.id, i]));
+  const both = currentItems.filter((i) => before.has(i.id))
+    .map((i) => ({ before: before.get(i.id), after: i, fields: changedFields(before.get(i.id), i) }));
   return {
     removed: snapshotItems.filter((i) => !after.has(i.id)),
     added: currentItems.filter((i) => !before.has(i.id)),
-    changed: currentItems.filter((i) => before.has(i.id) && body(before.get(i.id)) !== body(i)),
-    same: currentItems.filter((i) => before.has(i.id) && body(before.get(i.id)) === body(i)).length,
+    changed: both.filter((d) => d.fields.length),
+    same: both.filter((d) => !d.fields.length).length,
   };
 }
+
+function short(item) {
+  const kind = typeof item.type === "string" ? item.type : "item";
+  return `${kind}${item.role ? ` (${item.role})` : ""}${item.name ? ` ${item.name}` : ""}: ${itemText(item).slice(0, 100)}`;
+}
+
+const brief = (value) => {
+  const text = value === undefined ? "(absent)" : typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 160 ? `${text.slice(0, 159)}…` : text;
+};
 
 function diffList(title, items, kind) {
   return h("section", { class: `diff ${kind}` },
     h("h4", {}, `${title}: ${num(items.length)}`),
     items.length ? h("ul", {}, items.slice(0, 200).map((i) => h("li", {}, h("code", {}, `#${i.seq}`), " ", short(i)))) : null,
     items.length > 200 ? h("p", { class: "muted" }, `and ${num(items.length - 200)} more`) : null);
+}
+
+function changedList(changes) {
+  return h("section", { class: "diff changed" },
+    h("h4", {}, `Changed: ${num(changes.length)}`),
+    changes.length ? h("ul", {}, changes.slice(0, 200).map(({ before, after, fields }) =>
+      h("li", { dataset: { id: after.id } },
+        h("code", {}, `#${before.seq} → #${after.seq}`), " ", short(after),
+        h("dl", { class: "changes" }, fields.map(({ field, before: was, after: now }) => [
+          h("dt", {}, field),
+          h("dd", {}, h("del", {}, brief(was)), " → ", h("ins", {}, brief(now))),
+        ]))))) : null,
+    changes.length > 200 ? h("p", { class: "muted" }, `and ${num(changes.length - 200)} more`) : null);
 }
 
 async function showDiff(out, data, snapshot) {
@@ -48,7 +86,7 @@ async function showDiff(out, data, snapshot) {
     h("p", {}, `${num(d.same)} item(s) unchanged; `, fields.length ? `changed: ${fields.join(", ")}` : "summary, metadata and config unchanged"),
     diffList("Only in the snapshot (gone now)", d.removed, "removed"),
     diffList("New since the snapshot", d.added, "added"),
-    diffList("Changed", d.changed, "changed")));
+    changedList(d.changed)));
 }
 
 function restoreFlow(out, data, snapshot) {

@@ -104,6 +104,29 @@ function bodyView(item) {
   return h("pre", { class: "code small" }, JSON.stringify(rest, null, 2));
 }
 
+function partText(part) {
+  if (typeof part === "string") return part;
+  if (part && typeof part.text === "string") return part.text;
+  return JSON.stringify(part);
+}
+
+/** An item's text on one line, for lists that show an item briefly (search hits, diffs):
+ * message content, a call's name and arguments, an output, reasoning's summary and content;
+ * any other item (opaque, untyped) as its JSON without the envelope. */
+export function itemText(item) {
+  if (!item || typeof item !== "object") return "";
+  const content = item.type === "message" ? item.content
+    : isOutput(item) && "output" in item ? item.output : undefined;
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map(partText).join(" ");
+  if (item.type === "function_call") return `${item.name}(${item.arguments ?? ""})`;
+  if (item.type === "reasoning") {
+    const summary = Array.isArray(item.summary) ? item.summary.map(partText) : [];
+    return [...summary, typeof item.content === "string" ? item.content : ""].filter(Boolean).join(" ");
+  }
+  return JSON.stringify(Object.fromEntries(Object.entries(item).filter(([k]) => !ENVELOPE.has(k))));
+}
+
 function label(item) {
   if (item.type === "message") return `${item.role} message`;
   if (item.name) return `${item.type} · ${item.name}`;
@@ -117,6 +140,7 @@ function entry(item, marks, tag = "li") {
   if (marks.dropped?.has(item.seq)) { classes.push("dropped"); states.push("not sent"); }
   if (isOutput(item) && marks.cleared?.has(item.call_id)) { classes.push("cleared"); states.push("output cleared"); }
   if (marks.compacted?.has(item.seq)) { classes.push("compacted"); states.push("would be compacted"); }
+  if (marks.recalled?.has(item.seq)) { classes.push("recalled"); states.push("recalled as text"); }
   if (item.archived) { classes.push("archived"); states.push(`archived${item.archived_reason ? `: ${item.archived_reason}` : ""}`); }
   return h(
     tag,
@@ -134,24 +158,27 @@ function entry(item, marks, tag = "li") {
   );
 }
 
-/** ``marks``: ``dropped`` (Set of seq), ``cleared`` (Set of call_id), ``compacted`` (Set of seq). */
-export function timeline(items, marks = {}) {
-  const outputsByCall = new Map();
-  const calls = new Set(items.filter(isCall).map((i) => i.call_id));
+/** ``marks``: ``dropped`` (Set of seq), ``cleared`` (Set of call_id), ``compacted`` (Set of
+ * seq), ``recalled`` (Set of seq). ``callOf``: output seq -> the seq of the call it answers, as
+ * the server pairs them (the projection's rule: ``SessionData.callOf``); an output is shown
+ * with its call when that call is among ``items``, on its own otherwise. */
+export function timeline(items, marks = {}, callOf = new Map()) {
+  const shown = new Set(items.map((i) => i.seq));
+  const outputsOf = new Map();
   for (const item of items) {
-    if (isOutput(item) && calls.has(item.call_id)) {
-      if (!outputsByCall.has(item.call_id)) outputsByCall.set(item.call_id, []);
-      outputsByCall.get(item.call_id).push(item);
-    }
+    const call = callOf.get(item.seq);
+    if (call === undefined || !shown.has(call)) continue;
+    if (!outputsOf.has(call)) outputsOf.set(call, []);
+    outputsOf.get(call).push(item);
   }
+  const paired = new Set([...outputsOf.values()].flat().map((o) => o.seq));
   const list = h("ol", { class: "timeline", "aria-label": "working memory, oldest first" });
   for (const item of items) {
-    if (isOutput(item) && calls.has(item.call_id)) continue; // shown with its call
+    if (paired.has(item.seq)) continue; // shown with its call
     const li = entry(item, marks);
-    if (isCall(item) && outputsByCall.has(item.call_id)) {
+    if (outputsOf.has(item.seq)) {
       li.classList.add("pair");
-      li.append(h("div", { class: "outputs" }, outputsByCall.get(item.call_id).map((o) => entry(o, marks, "div"))));
-      outputsByCall.delete(item.call_id);
+      li.append(h("div", { class: "outputs" }, outputsOf.get(item.seq).map((o) => entry(o, marks, "div"))));
     }
     list.append(li);
   }
@@ -162,5 +189,6 @@ export function legend() {
   return h("p", { class: "legend" },
     h("span", { class: "swatch dropped" }, "not sent"), " ",
     h("span", { class: "swatch cleared" }, "tool output cleared"), " ",
-    h("span", { class: "swatch compacted" }, "would be compacted"));
+    h("span", { class: "swatch compacted" }, "would be compacted"), " ",
+    h("span", { class: "swatch recalled" }, "recalled as text"));
 }
