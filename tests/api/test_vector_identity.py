@@ -329,3 +329,52 @@ async def test_a_vector_is_stored_only_on_the_item_it_was_computed_for(
         f"/v1/sessions/{sid}/search", params={"q": UNRELATED[0], "mode": "semantic"}
     )
     assert [(h["seq"], round(h["scores"]["semantic"], 3)) for h in r.json()["items"]] == [(1, 1.0)]
+
+
+async def test_recall_on_another_replica_never_scores_a_deleted_sessions_vectors(
+    own_database: dict[str, object], fake_llm: FakeLLMServer
+) -> None:
+    """Recall reads this session's vectors through the same cache: replica A recalled from the
+    session; B deletes it and makes it again with as many items (so the same count and seq
+    sum); A's next recall scores the new items by their own vectors, so the item at the dog's
+    old seq is not recalled for a question about pets."""
+    fake_llm.reset()
+    settings = embedder_settings(own_database, fake_llm)
+    filler = " ".join(f"word{n}" for n in range(120))
+    question = "puppy pets animals?"
+
+    def items(first: str) -> list[dict[str, str]]:
+        return [
+            {"type": "message", "role": "user", "content": first},
+            {"type": "message", "role": "assistant", "content": f"a {filler}"},
+            {"type": "message", "role": "assistant", "content": f"b {filler}"},
+            {"type": "message", "role": "user", "content": question},
+        ]
+
+    async def recalled(client: httpx.AsyncClient, sid: str) -> list[int]:
+        r = await client.post(
+            f"/v1/sessions/{sid}/context",
+            json={"format": "canonical", "max_tokens": 200, "recall": {"max_tokens": 80}},
+        )
+        assert r.status_code == 200, r.text
+        report = r.json()["report"]
+        assert report["dropped_ranges"], report  # the first three items are out of the prompt
+        return [e["seq"] for e in report["recalled"]]
+
+    async for a, _ in app_client(settings):
+        async with replica(settings) as (b, _):
+            sid = f"recall-{uuid.uuid4().hex[:8]}"
+            await append_items(a, sid, items(DOG))
+            await wait_indexed(a, sid, count=4)
+            assert await recalled(a, sid) == [1]
+            assert (await b.delete(f"/v1/sessions/{sid}")).status_code == 204
+            await append_items(b, sid, items(UNRELATED[0]))
+            await wait_indexed(b, sid, count=4)
+            assert 1 not in await recalled(a, sid)
+
+
+async def append_items(client: httpx.AsyncClient, sid: str, items: list[dict[str, str]]) -> None:
+    r = await client.post(
+        f"/v1/sessions/{sid}/items", params={"create": "true"}, json={"items": items}
+    )
+    assert r.status_code < 300, r.text
