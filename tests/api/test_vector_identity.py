@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -378,3 +379,28 @@ async def append_items(client: httpx.AsyncClient, sid: str, items: list[dict[str
         f"/v1/sessions/{sid}/items", params={"create": "true"}, json={"items": items}
     )
     assert r.status_code < 300, r.text
+
+
+async def test_the_sweep_drops_an_expired_sessions_cached_vectors(
+    indexed: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """The retention sweep erasing an expired session drops its vectors from the process's
+    cache too; other sessions' stay."""
+    from app.services.retention import run_sweep
+
+    client, rt = indexed
+    doomed, kept = f"exp-{uuid.uuid4().hex[:8]}", f"keep-{uuid.uuid4().hex[:8]}"
+    for sid in (doomed, kept):
+        await append(client, sid, [DOG])
+        await wait_indexed(client, sid, count=1)
+        assert await search(client, sid) == [DOG]
+    assert {("default", doomed), ("default", kept)} <= cached_sessions(rt)
+    async with rt.store.write() as db:
+        await db.execute(
+            sa.text("UPDATE sessions SET expires_at = :t WHERE id = :s"),
+            {"t": datetime(2000, 1, 1, tzinfo=UTC), "s": doomed},
+        )
+    report = await run_sweep(rt, claim=False)
+    assert report.sessions_expired >= 1
+    assert ("default", doomed) not in cached_sessions(rt)
+    assert ("default", kept) in cached_sessions(rt)
