@@ -36,6 +36,7 @@ from app.domain.items import (
 )
 from app.domain.projection import Budget
 from app.domain.retention import MAX_RETENTION_SECONDS, RetentionConfig
+from app.services.indexing import PENDING_WINDOW
 
 FormatName = Literal["canonical", "openai-chat", "openai-responses", "anthropic", "gemini"]
 
@@ -178,10 +179,16 @@ class SessionStorage(BaseModel):
 
 class SearchIndexState(BaseModel):
     model: str = Field(description="The embedding model whose vectors semantic search reads")
-    indexed: int = Field(description="Items with a vector of that model")
+    indexed: int = Field(description="Items with a vector of that model (and size)")
     pending: int = Field(
         description="Items not embedded yet (the background indexer is behind; full text "
-        "still finds them)"
+        f"still finds them), counted among the session's newest {PENDING_WINDOW:,} items with a "
+        "text: the indexer embeds the oldest first, so a backlog shows there first"
+    )
+    pending_exact: bool = Field(
+        True,
+        description=f"true: those {PENDING_WINDOW:,} are all the session has, so `pending` "
+        "counts every item not embedded yet; false: older items were not looked at",
     )
 
 

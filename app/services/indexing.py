@@ -7,13 +7,24 @@ their ``search_text`` with the runtime's embedder (a worker thread with a bounde
 CPU threads, or an HTTP endpoint) and stores the vectors. Items not embedded yet are still
 found by full text.
 
-Claims: on Postgres one transaction claims the batch with ``FOR UPDATE SKIP LOCKED``, embeds
-it and stores the vectors, so indexers of several replicas share the backlog without
-embedding an item twice; a write that updates one of those item rows (a pop, clear or
-compaction archiving it) waits for that batch at most (``EMBEDDINGS__BATCH_SIZE`` texts). On
-SQLite the claim is a plain read and the vectors are written in a short write transaction of
-their own, because holding SQLite's single write lock while the model runs would stop every
-other write; one process owns an SQLite file, and the store skips an item indexed meanwhile.
+Claims: no lock on an item or a session is held while a model runs, so no write ever waits
+for the indexer's model (DESIGN §10 "No write waits for the index"). On Postgres a short
+transaction claims a batch (``FOR UPDATE SKIP LOCKED``: a write holding a row is passed over,
+and a write arriving meanwhile waits for that one statement at most) and leases it
+(``vector_leases``, ``LEASE_SECONDS`` plus the embedder's own time limit), then commits; the
+texts are embedded with no transaction open; a second short transaction stores the vectors
+and ends the leases. The lease keeps other replicas' indexers on other items, so they share
+the backlog; should one outlive its lease (a model slower than its time limit), another
+replica may embed the same item again, which is harmless: the store is idempotent (an item
+that has its vector already is skipped). A batch that fails gives its leases back at once so
+its retry need not wait them out. On SQLite the claim is a plain read and the vectors are
+written in a short write transaction of their own (holding SQLite's single write lock while
+the model runs would stop every other write); one process owns an SQLite file.
+
+Either way the store writes a vector only for the very item embedded: the row at its key must
+still have the claimed id and search text (``VectorRepository.store``), so a vector computed
+for an item erased meanwhile, or for the item a re-created session had at the same seq, is
+dropped, never stored on another item.
 
 A failed batch (the endpoint down, the model missing) is logged and retried after a back-off;
 the indexer never raises into the server.
@@ -22,10 +33,12 @@ Metrics (app/metrics.py): ``vectors_indexed`` after each stored batch, with each
 from its append; ``index_pending`` 0 whenever nothing is left to claim, else counted at most
 every ``PENDING_COUNT_SECONDS`` while a backlog lasts.
 
-A model change (another ``EMBEDDINGS__MODEL``, or another builtin model) leaves every item
-without a vector of the new model: the indexer re-embeds them all in the background, oldest
-first, while searches by meaning see only the items already embedded by the new model
-(vectors of the old one stay in the table, never read, until their items are erased).
+A model change (another ``EMBEDDINGS__MODEL``, another builtin model, or another
+``EMBEDDINGS__DIMENSIONS`` for the same model) leaves every item without a vector of the new
+``(model, dims)``: the indexer re-embeds them all in the background, oldest first, while
+searches by meaning see only the items already embedded anew. Vectors of an old model stay in
+the table, never read, until their items are erased; a vector of the same model at its old
+size is replaced when its item is embedded again (one vector per item and model).
 """
 
 from __future__ import annotations
@@ -36,12 +49,14 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from app.domain.sessions import SessionState
 from app.embeddings import Embedder, build_embedder
 from app.embeddings.cache import SessionVectorCache
 from app.services.runtime import Actor, Runtime, utcnow
 from app.store import pgvector
+from app.store.vectors import PENDING_WINDOW as PENDING_WINDOW  # the session resource's
 from app.store.vectors import IndexCounts, PendingItem, VectorRepository
 
 log = logging.getLogger(__name__)
@@ -50,6 +65,8 @@ IDLE_POLL_SECONDS = 5.0  # another replica's appends wake no hook here: look now
 MAX_BACKOFF_SECONDS = 60.0
 # While a backlog lasts, the pending gauge is counted (a scan of every item) this often.
 PENDING_COUNT_SECONDS = 15.0
+# A Postgres claim's lease beyond the embedder's own time limit (``lease_seconds``).
+LEASE_SECONDS = 60.0
 
 
 @dataclass
@@ -67,54 +84,63 @@ async def _embed(embedder: Embedder, pending: list[PendingItem]) -> list[list[fl
     return await embedder.embed([p.text for p in pending])
 
 
-def _report(rt: Runtime, pending: list[PendingItem], written: int) -> int:
-    """Tell the metrics (``vectors_indexed``: each item's lag from append to vector)."""
+def _report(rt: Runtime, written: list[PendingItem]) -> int:
+    """Tell the metrics (``vectors_indexed``: each stored item's lag from append to vector)."""
     if written:
         now = utcnow()
-        lags = [max(0.0, (now - p.created_at).total_seconds()) for p in pending if p.created_at]
-        rt.notify("vectors_indexed", lags[:written])
-    return written
+        lags = [max(0.0, (now - p.created_at).total_seconds()) for p in written if p.created_at]
+        rt.notify("vectors_indexed", lags)
+    return len(written)
+
+
+def lease_seconds(rt: Runtime) -> float:
+    """How long a Postgres claim lasts: longer than any one batch's model call may take (the
+    embedder's time limit times its attempts), plus a margin."""
+    e = rt.settings.embeddings
+    return LEASE_SECONDS + e.timeout_seconds * (e.retries + 1)
 
 
 async def index_batch(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
     """Embed and store at most ``limit`` pending items; returns how many vectors were
-    written (0: nothing pending)."""
+    written (0: nothing pending, or what was embedded had gone or changed meanwhile)."""
     model = embedder.model
-    if not rt.store.is_sqlite:
-        async with rt.store.write() as db:
-            repo = VectorRepository(db)
-            pending = await repo.claim_pending(model, limit=limit)
-            if not pending:
-                return 0
-            vectors = await _embed(embedder, pending)
-            written = await repo.store(
-                model, list(zip(pending, vectors, strict=True)), now=utcnow()
-            )
-            if rt.pgvector:
-                await pgvector.set_embeddings(
-                    db,
-                    model,
-                    [
-                        (p.tenant_id, p.session_id, p.seq, vector)
-                        for p, vector in zip(pending, vectors, strict=True)
-                    ],
-                )
-        return _report(rt, pending, written)
-    async with rt.store.read() as db:
-        pending = await VectorRepository(db).claim_pending(model, limit=limit)
+    now = utcnow()
+    claim = rt.store.read() if rt.store.is_sqlite else rt.store.write()
+    async with claim as db:
+        pending = await VectorRepository(db).claim_pending(
+            model,
+            embedder.dimensions,
+            limit=limit,
+            now=now,
+            lease_until=now + timedelta(seconds=lease_seconds(rt)),
+        )
     if not pending:
         return 0
-    vectors = await _embed(embedder, pending)
+    try:
+        vectors = await _embed(embedder, pending)
+    except Exception:
+        if not rt.store.is_sqlite:  # (cancelled, at shutdown: the leases expire on their own)
+            with contextlib.suppress(Exception):  # else they expire on their own
+                async with rt.store.write() as db:
+                    await VectorRepository(db).release(model, pending)
+        raise
     async with rt.store.write() as db:
         written = await VectorRepository(db).store(
             model, list(zip(pending, vectors, strict=True)), now=utcnow()
         )
-    return _report(rt, pending, written)
+        if rt.pgvector and written:
+            await pgvector.set_embeddings(
+                db,
+                model,
+                [(p.tenant_id, p.session_id, p.seq, vector) for p, vector in written],
+            )
+    return _report(rt, [p for p, _ in written])
 
 
-async def _count_pending(rt: Runtime, model: str) -> None:
+async def _count_pending(rt: Runtime, embedder: Embedder) -> None:
     async with rt.store.read() as db:
-        rt.notify("index_pending", await VectorRepository(db).pending_count(model))
+        count = await VectorRepository(db).pending_count(embedder.model, embedder.dimensions)
+    rt.notify("index_pending", count)
 
 
 async def index_all(rt: Runtime, embedder: Embedder, *, limit: int) -> int:
@@ -180,7 +206,7 @@ async def _run(indexer: Indexer) -> None:
                 rt.notify("index_pending", 0)  # nothing to claim (others' claims aside)
             elif time.monotonic() - counted_at >= PENDING_COUNT_SECONDS:
                 counted_at = time.monotonic()
-                await _count_pending(rt, indexer.embedder.model)
+                await _count_pending(rt, indexer.embedder)
         except Exception:  # the endpoint or the model failed: retried after a back-off
             log.exception("semantic indexing failed; retrying in %.0f s", backoff)
             await asyncio.sleep(backoff)
@@ -224,4 +250,6 @@ async def index_counts(rt: Runtime, tenant_id: str, session_id: str) -> IndexCou
     if rt.embedder is None:
         return None
     async with rt.store.read() as db:
-        return await VectorRepository(db).counts(tenant_id, session_id, rt.embedder.model)
+        return await VectorRepository(db).counts(
+            tenant_id, session_id, rt.embedder.model, rt.embedder.dimensions
+        )

@@ -144,7 +144,12 @@ async def _prepare(rt: Runtime, actor: Actor, session_id: str, spec: RecallSpec)
     embedder = rt.embedder
     model = embedder.model if embedder is not None else None
     async with rt.store.read() as db:
-        head = await RecallRepository(db).head(actor.tenant_id, session_id, model=model)
+        head = await RecallRepository(db).head(
+            actor.tenant_id,
+            session_id,
+            model=model,
+            dims=embedder.dimensions if embedder is not None else 0,
+        )
         query = spec.query if spec.query is not None else head.newest_text
         if query is None or not query.strip():
             return _Query(spec, head, None, None, None, None)

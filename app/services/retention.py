@@ -157,6 +157,8 @@ async def _erase_expired(rt: Runtime, report: SweepReport) -> None:
                 done = [(t, s, partial.pop((t, s))) for t, s in expired]
                 await repo.record_erasures(done, reason="expired", now=now)
                 report.sessions_expired += len(done)
+        for tenant_id, session_id in expired:
+            rt.forget_vectors(tenant_id, session_id)
         if complete and len(expired) < _EXPIRED_PER_BATCH:
             return
 
@@ -269,6 +271,8 @@ async def prune_session(
                     tenant_id, session_id, type="history_pruned", data=data, now=now
                 )
                 logged.append(data)
+        if archive:
+            rt.forget_vectors(tenant_id, session_id)
         if report is not None:
             report.erased.merge(counts)
         if not more:
@@ -384,6 +388,7 @@ async def erase_tenant(
             )
             await repo.finish_tenant_erasure(tenant_id, now=now)
         break
+    rt.forget_vectors(tenant_id)
     rt.notify("tenant_erased", erased_sessions, total)
     await merge_search_index(rt)  # SQLite: the erased text leaves the index before we answer
     return TenantErasure(erased_sessions, dict(sorted(total.rows.items())), erasure_id, key_ids)

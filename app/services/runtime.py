@@ -134,6 +134,13 @@ class Runtime:
             except Exception:  # a bug here must not turn a stored append into an error
                 log.exception("append hook %r failed", hook)
 
+    def forget_vectors(self, tenant_id: str, session_id: str | None = None) -> None:
+        """Drop the session's (None: the tenant's) vectors from this process's cache: called
+        once a delete, an erasure or the retention sweep has erased them, so they leave memory
+        at once (every cache would refuse them anyway: their stamp no longer matches)."""
+        if self.vector_cache is not None:
+            self.vector_cache.evict(tenant_id, session_id)
+
     def notify(self, hook: str, *args: object) -> None:
         """Tell whoever listens (app.metrics) that something happened; hooks and their
         arguments are listed in app/metrics.py. Nobody listening is fine."""

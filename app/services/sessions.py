@@ -198,3 +198,4 @@ async def delete_session(
         await erase_session_now(rt, actor, session_id, now=now, db=db)
 
     await rt.run_write(actor, session_id, op=op, encode=lambda _: Encoded(204, ""))
+    rt.forget_vectors(actor.tenant_id, session_id)

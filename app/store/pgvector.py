@@ -10,6 +10,11 @@ it did is detected at start-up (``has_embedding_column``), never assumed. With i
 - a tenant-wide search by meaning asks that index for the nearest vectors among the caller's
   sessions (``tenant_nearest``), with pgvector's iterative scan so the tenant and prefix
   filters do not starve the result; a session-scoped one stays an exact scan of the bytes.
+  The iterative scan came with pgvector 0.8 (``ITERATIVE_SCAN_SINCE``): on an older one its
+  setting does not exist (setting it is an error), so the extension's version is read once
+  per engine (``extension_version``) and the scan settings are built for it
+  (``scan_settings``); there the filters are applied after the index's ``ef_search``
+  candidates, so a small tenant among large ones may get fewer hits than it asked for.
 
 Without the column, nothing here runs and the bytes are scanned exactly (bounded across a
 tenant). ``vector`` values are sent as text (``[x,y,...]``), which pgvector parses; no adapter
@@ -19,7 +24,9 @@ package is needed.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -33,6 +40,11 @@ from app.store.tables import sessions
 # How many candidates the HNSW scan keeps (pgvector's ``hnsw.ef_search``): at least the number
 # of hits asked for; more is slower and closer to exact.
 EF_SEARCH = 200
+# The first pgvector release with ``hnsw.iterative_scan``.
+ITERATIVE_SCAN_SINCE = (0, 8)
+
+# The extension's version per engine (read once: ``extension_version``).
+_versions: weakref.WeakKeyDictionary[sa.Engine, str | None] = weakref.WeakKeyDictionary()
 
 
 class _Vector(sa.types.UserDefinedType[str]):
@@ -71,6 +83,36 @@ async def has_embedding_column(db: AsyncConnection) -> bool:
     return found.scalar() is not None
 
 
+async def extension_version(db: AsyncConnection) -> str | None:
+    """The installed pgvector's version (``pg_extension.extversion``; None: not installed),
+    read once per engine: an ``ALTER EXTENSION vector UPDATE`` is seen after a restart, as the
+    column itself is (``has_embedding_column``)."""
+    engine = db.sync_engine
+    if engine not in _versions:
+        found = await db.execute(
+            sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        )
+        _versions[engine] = found.scalar()
+    return _versions[engine]
+
+
+def has_iterative_scan(version: str | None) -> bool:
+    """Whether pgvector ``version`` (e.g. ``0.8.0``) has ``hnsw.iterative_scan``."""
+    numbers = re.match(r"(\d+)\.(\d+)", version or "")
+    if numbers is None:
+        return False
+    return (int(numbers[1]), int(numbers[2])) >= ITERATIVE_SCAN_SINCE
+
+
+def scan_settings(version: str | None, *, limit: int) -> list[str]:
+    """The ``SET LOCAL`` statements of an HNSW scan for ``limit`` hits on pgvector
+    ``version``: the candidate list's size, and the iterative scan where it exists."""
+    statements = [f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(limit))}"]
+    if has_iterative_scan(version):
+        statements.append("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    return statements
+
+
 async def ensure_index(db: AsyncConnection, model: str, dims: int) -> None:
     """Build the model's HNSW index if it does not exist. ``db`` must be in autocommit (a
     ``CONCURRENTLY`` build runs outside a transaction and lets writes go on)."""
@@ -95,7 +137,7 @@ async def set_embeddings(
         sa.text(
             "UPDATE item_vectors SET embedding = CAST(:embedding AS vector) "
             "WHERE tenant_id = :tenant_id AND session_id = :session_id AND seq = :seq "
-            "AND model = :model"
+            "AND model = :model AND dims = :dims"
         ),
         [
             {
@@ -104,6 +146,7 @@ async def set_embeddings(
                 "session_id": session,
                 "seq": seq,
                 "model": model,
+                "dims": len(vector),
             }
             for tenant, session, seq, vector in rows
         ],
@@ -144,8 +187,8 @@ async def tenant_nearest(
     index, as ``((session_id, seq), cosine similarity)`` best first. ``db`` must be in a
     transaction (the scan settings are ``SET LOCAL``)."""
     dims = len(query)
-    await db.execute(sa.text(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, limit)}"))
-    await db.execute(sa.text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    for statement in scan_settings(await extension_version(db), limit=limit):
+        await db.execute(sa.text(statement))
     embedding = sa.literal_column(f"item_vectors.embedding::vector({dims})")
     q = sa.cast(sa.bindparam("query", vector_literal(query), type_=sa.Text), _Vector(dims))
     distance = embedding.op("<=>")(q)
@@ -184,6 +227,6 @@ async def tenant_nearest(
     )
     rows = (await db.execute(stmt)).all()
     hits = [((r[0], int(r[1])), max(-1.0, min(1.0, float(r[2])))) for r in rows]
-    # relaxed_order: the scan may return a few slightly out of order.
+    # relaxed_order (the iterative scan): a few may come slightly out of order.
     hits.sort(key=lambda h: -h[1])
     return hits

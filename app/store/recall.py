@@ -24,11 +24,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.items import StoredItem
+from app.embeddings.cache import Stamp
 from app.store.items import ITEM_COLUMNS, item_of_row
 from app.store.search import match_scores
 from app.store.tables import item_vectors as v
 from app.store.tables import items as t
 from app.store.tables import sessions as s
+from app.store.vectors import stamp_columns, stamp_of
 
 # Dropped ranges beyond this many are folded into one (first, last) range: the SQL stays
 # small; the few kept items inside it are system messages or pinned items (see the docstring).
@@ -49,12 +51,12 @@ class CandidateRow:
 @dataclass(frozen=True, slots=True)
 class RecallHead:
     """What a recall read needs first: the newest user message of working memory (the
-    default query; None when there is none) and the session's vector stamp of the model
-    (None without a model)."""
+    default query; None when there is none) and the session's vector stamp of the model and
+    size (``app.store.vectors.stamp_columns``; None without a model)."""
 
     newest_seq: int | None
     newest_text: str | None
-    stamp: tuple[int, int] | None
+    stamp: Stamp | None
 
 
 def _recallable() -> sa.ColumnElement[bool]:
@@ -72,7 +74,9 @@ class RecallRepository:
     def __init__(self, db: AsyncConnection) -> None:
         self.db = db
 
-    async def head(self, tenant_id: str, session_id: str, *, model: str | None) -> RecallHead:
+    async def head(
+        self, tenant_id: str, session_id: str, *, model: str | None, dims: int = 0
+    ) -> RecallHead:
         """``RecallHead`` in one statement (scalar subqueries, no FROM)."""
         newest = (
             sa.select(t.c.seq, t.c.search_text)
@@ -91,19 +95,9 @@ class RecallRepository:
             newest.with_only_columns(t.c.search_text).scalar_subquery(),
         ]
         if model is not None:
-            of_model = (
-                v.c.tenant_id == tenant_id,
-                v.c.session_id == session_id,
-                v.c.model == model,
-            )
-            columns += [
-                sa.select(sa.func.count()).where(*of_model).scalar_subquery(),
-                sa.select(sa.func.coalesce(sa.func.sum(v.c.seq), 0))
-                .where(*of_model)
-                .scalar_subquery(),
-            ]
+            columns += stamp_columns(tenant_id, session_id, model, dims)
         row = (await self.db.execute(sa.select(*columns))).one()
-        stamp = (int(row[2]), int(row[3])) if model is not None else None
+        stamp = stamp_of(row[2:]) if model is not None else None
         if row[0] is None or not row[1]:
             return RecallHead(None, None, stamp)
         return RecallHead(int(row[0]), row[1], stamp)

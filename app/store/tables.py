@@ -170,6 +170,36 @@ item_vectors = sa.Table(
     ),
 )
 
+# The session resource's counts (migration 0012): the session's vectors of one model and size,
+# and those from a seq on, counted in this index alone.
+sa.Index(
+    "ix_item_vectors_tenant_id_session_id_model_dims_seq",
+    item_vectors.c.tenant_id,
+    item_vectors.c.session_id,
+    item_vectors.c.model,
+    item_vectors.c.dims,
+    item_vectors.c.seq,
+)
+
+# The Postgres indexer's claims (migration 0012): an item some indexer is embedding for a
+# model, until ``claimed_until``. The claim commits before the model runs, so no lock on an
+# item is held meanwhile; this row is what keeps another replica's indexer from embedding the
+# same item at the same time. Holds no content; goes with its item (the foreign key cascades).
+vector_leases = sa.Table(
+    "vector_leases",
+    metadata,
+    sa.Column("tenant_id", TENANT, primary_key=True),
+    sa.Column("session_id", SID, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("model", sa.String(128), primary_key=True),
+    sa.Column("claimed_until", UTCDateTime, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "session_id", "seq"],
+        ["items.tenant_id", "items.session_id", "items.seq"],
+        ondelete="CASCADE",
+    ),
+)
+
 events = sa.Table(
     "events",
     metadata,

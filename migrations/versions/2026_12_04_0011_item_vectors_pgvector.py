@@ -9,7 +9,7 @@ uses. Elsewhere (SQLite, a Postgres without the extension) this migration change
 the exact scan of the bytes stays the only path (docs/semantic-search.md).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-04
 """
 

@@ -415,7 +415,12 @@ async def test_a_model_change_reindexes_and_never_mixes_models(
         embedder_settings(own_database, fake_llm, model=new, dimensions=128)
     ):
         state = await index_state(client, sid)
-        assert state == {"model": new, "indexed": 0, "pending": 2}  # the old vectors don't count
+        assert state == {
+            "model": new,
+            "indexed": 0,
+            "pending": 2,
+            "pending_exact": True,
+        }  # the old vectors don't count
         # With the embedder down, the default (hybrid) answers as full text; semantic is a 502.
         r = await client.get(f"/v1/sessions/{sid}/search", params={"q": "glacier"})
         assert r.status_code == 200 and r.json()["mode"] == "fulltext"

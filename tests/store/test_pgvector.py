@@ -102,7 +102,9 @@ async def test_the_migration_adds_the_column_where_the_extension_exists(pgvector
         async with engine.connect() as db:
             assert await pgvector.has_embedding_column(db)
             version = (
-                await db.execute(sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+                await db.execute(
+                    sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                )
             ).scalar()
             assert version is not None and version.startswith("0.8")
     finally:
@@ -117,7 +119,9 @@ async def test_vectors_go_to_the_hnsw_index_and_tenant_search_uses_it(
     model = rt.embedder.model
     words = ["harbor", "glacier", "lantern", "orchard", "quarry", "meadow", "canyon", "delta"]
     sessions = {
-        f"pgv-{n}-{uuid.uuid4().hex[:6]}": [f"the {w} report number {n} {k}" for k, w in enumerate(words)]
+        f"pgv-{n}-{uuid.uuid4().hex[:6]}": [
+            f"the {w} report number {n} {k}" for k, w in enumerate(words)
+        ]
         for n in range(3)
     }
     for sid, texts in sessions.items():
@@ -197,6 +201,7 @@ async def test_vectors_go_to_the_hnsw_index_and_tenant_search_uses_it(
         await db.execute(
             sa.text("UPDATE item_vectors SET embedding = NULL WHERE model = :m"), {"m": model}
         )
+
     async def refilled() -> bool:
         async with rt.store.read() as db:
             missing = (
@@ -212,3 +217,53 @@ async def test_vectors_go_to_the_hnsw_index_and_tenant_search_uses_it(
     replica = create_app(rt.settings)
     async with replica.router.lifespan_context(replica):
         await _until(refilled, "vectors without an embedding filled in the background")
+
+
+def test_the_iterative_scan_is_asked_for_only_where_pgvector_has_it() -> None:
+    """``hnsw.iterative_scan`` came with pgvector 0.8: setting it on an older one is an error,
+    which made every tenant-wide search by meaning answer 500."""
+    assert pgvector.scan_settings("0.8.0", limit=10) == [
+        "SET LOCAL hnsw.ef_search = 200",
+        "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    ]
+    for newer in ("0.8.1", "0.10.0", "1.0.0"):
+        assert pgvector.has_iterative_scan(newer), newer
+    for older in ("0.7.4", "0.5.1", "0.7", None, "", "dev"):
+        assert not pgvector.has_iterative_scan(older), older
+        assert pgvector.scan_settings(older, limit=500) == ["SET LOCAL hnsw.ef_search = 500"]
+
+
+async def test_the_servers_version_decides_and_an_older_ones_statements_run(
+    app_on_pgvector: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """The real server's pgvector (0.8) is read and gets the iterative scan; the statements
+    built for a 0.7 are valid on it too, and a tenant-wide search answers with them."""
+    client, rt = app_on_pgvector
+    sid = f"ver-{uuid.uuid4().hex[:6]}"
+    await _append(client, sid, ["the lighthouse keeper logs", "an unrelated line"])
+
+    async def embedded() -> bool:
+        async with rt.store.read() as db:
+            found = await db.execute(
+                sa.text("SELECT count(*) FROM item_vectors WHERE session_id = :s"), {"s": sid}
+            )
+            return found.scalar() == 2
+
+    await _until(embedded, "the session's items embedded")
+    async with rt.store.read(snapshot=True) as db:
+        version = await pgvector.extension_version(db)
+        assert version is not None and pgvector.has_iterative_scan(version)
+        for statement in pgvector.scan_settings("0.7.4", limit=20):
+            await db.execute(sa.text(statement))
+        assert (await db.execute(sa.text("SHOW hnsw.ef_search"))).scalar() == "200"
+        engine = db.sync_engine
+    params = {"q": "lighthouse keeper", "mode": "semantic", "min_score": 0.3}
+    pgvector._versions[engine] = "0.7.4"  # as a server with the older extension reads
+    try:
+        r = await client.get("/v1/search", params=params)
+    finally:
+        pgvector._versions[engine] = version
+    assert r.status_code == 200, r.text
+    assert [h["session_id"] for h in r.json()["items"]] == [sid]
+    r = await client.get("/v1/search", params=params)
+    assert [h["session_id"] for h in r.json()["items"]] == [sid]

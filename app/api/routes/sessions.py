@@ -158,6 +158,7 @@ async def get_session(session_id: SessionId, rt: RuntimeDep, actor: ActorDep) ->
             "model": rt.embedder.model,
             "indexed": counts.indexed,
             "pending": counts.pending,
+            "pending_exact": counts.pending_exact,
         }
     body = session_dict(state) | {"storage": storage, "search_index": search_index}
     return json_response(Encoded(200, dumps(body), version=state.version))
