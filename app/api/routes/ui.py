@@ -5,8 +5,8 @@ both work on an air-gapped deployment.
 The inspector is one HTML page with ES modules; it reads and writes through the public ``/v1``
 API with the caller's key, so it has exactly the key's tenant and scopes. What the API does not
 answer and the page must not work out itself (which call a tool output answers: the
-projection's rule; working memory at each version, replayed from the event log) comes from ``/ui/api/...``, authenticated and scoped like ``/v1``
-(``app.api.auth``). These routes are not part of the API contract and stay out of the OpenAPI
+projection's rule; working memory at each version, replayed from the event log) comes from
+``/ui/api/...``, authenticated and scoped like ``/v1`` (``app.api.auth``). These routes are not part of the API contract and stay out of the OpenAPI
 document.
 """
 
