@@ -156,6 +156,19 @@ async def test_the_pairs_route_takes_a_key_as_v1_does(backend: str, request: Any
                 f"/ui/api/sessions/{sid}/pairs", headers={"Authorization": f"Bearer {KEY}"}
             )
             assert r.status_code == 200 and len(r.json()["call_of"]) == 2
+            # the usage read too: no key, a wrong key, the key
+            r = await c.get(f"/ui/api/sessions/{sid}/usage")
+            assert r.status_code == 401 and r.headers["content-type"].startswith(
+                "application/problem+json"
+            )
+            r = await c.get(f"/ui/api/sessions/{sid}/usage", headers={"Authorization": "Bearer x"})
+            assert r.status_code == 401
+            r = await c.get(
+                f"/ui/api/sessions/{sid}/usage", headers={"Authorization": f"Bearer {KEY}"}
+            )
+            held = await c.get(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {KEY}"})
+            assert r.status_code == 200
+            assert r.json()["points"][-1]["items"] == held.json()["item_count"] == 11
 
 
 async def test_the_page_is_told_working_memory_at_every_version(
