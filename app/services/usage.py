@@ -85,15 +85,26 @@ def replay(
     seq ranges, compacted tokens, summary tokens). Returns the points, the compaction points
     and the seqs working memory held that the history no longer has (counted as zero)."""
     live: set[int] = set()
+    total = 0  # kept as items come and go: a sum over working memory per event is quadratic
     missing: set[int] = set()
     points: list[UsagePoint] = []
     marks: list[CompactionPoint] = []
 
     def add(seqs: range | Sequence[int]) -> None:
+        nonlocal total
         for s in seqs:
-            live.add(s)
+            if s not in live:
+                live.add(s)
+                total += tokens_of.get(s, 0)
             if s not in tokens_of:
                 missing.add(s)
+
+    def remove(seqs: range | Sequence[int] | set[int]) -> None:
+        nonlocal total
+        for s in seqs:
+            if s in live:
+                live.discard(s)
+                total -= tokens_of.get(s, 0)
 
     for e in events:
         data = e.data or {}
@@ -102,20 +113,20 @@ def replay(
         elif e.type == "appended":
             add(_seqs(data))
         elif e.type == "popped" and isinstance(data.get("seq"), int):
-            live.discard(int(data["seq"]))
+            remove([int(data["seq"])])
         elif e.type == "cleared":
-            live.clear()
+            remove(set(live))
         elif e.type == "restored":
-            live.clear()
+            remove(set(live))
             add(_seqs(data))
         elif e.type == "compacted":
             cid = str(data.get("compaction_id", ""))
             ranges, compacted_tokens, summary_tokens = compactions.get(cid, ((), 0, 0))
             if ranges:
                 for first, last in ranges:
-                    live.difference_update(range(first, last + 1))
+                    remove(range(first, last + 1))
             else:  # a compaction record gone: its event still names its span
-                live.difference_update(_seqs(data))
+                remove(_seqs(data))
             marks.append(
                 CompactionPoint(
                     version=e.version,
@@ -133,7 +144,7 @@ def replay(
                 event=e.type,
                 at=e.created_at,
                 items=len(live),
-                tokens=sum(tokens_of.get(s, 0) for s in live),
+                tokens=total,
             )
         )
     return points, marks, missing
