@@ -97,7 +97,7 @@ function header(data) {
         h("span", { class: "muted" }, s.summary ? `(summary: ${num(s.summary.length)} characters)` : "(no summary yet)")),
       h("section", { class: "summary", "aria-labelledby": "summary-title" },
         h("h2", { id: "summary-title" }, "Summary"),
-        s.summary ? pre(s.summary, { id: "summary" }) : h("p", { class: "muted", id: "summary" }, "No summary yet (nothing compacted).")),
+        s.summary ? pre(s.summary, { id: "summary" }) : h("p", { class: "muted", id: "summary" }, "No summary (no compaction has written one: a window compaction writes none).")),
       jsonBlock("Metadata", "session-metadata", s.metadata),
       jsonBlock("Config", "session-config", s.config)));
 }
