@@ -91,7 +91,10 @@ async def test_the_root_points_a_browser_to_the_inspector_and_a_client_to_an_ind
         assert r.headers["content-type"].startswith("application/json")
         links = r.json()["links"]
         assert {links["inspector"], links["docs"], links["openapi"], links["health"]} == {
-            "/ui/", "/docs", "/openapi.json", "/healthz"
+            "/ui/",
+            "/docs",
+            "/openapi.json",
+            "/healthz",
         }
         assert links["api"] == "/v1"
     assert r.headers["vary"] == "Accept"
@@ -153,3 +156,71 @@ async def test_the_pairs_route_takes_a_key_as_v1_does(backend: str, request: Any
                 f"/ui/api/sessions/{sid}/pairs", headers={"Authorization": f"Bearer {KEY}"}
             )
             assert r.status_code == 200 and len(r.json()["call_of"]) == 2
+            # the usage read too: no key, a wrong key, the key
+            r = await c.get(f"/ui/api/sessions/{sid}/usage")
+            assert r.status_code == 401 and r.headers["content-type"].startswith(
+                "application/problem+json"
+            )
+            r = await c.get(f"/ui/api/sessions/{sid}/usage", headers={"Authorization": "Bearer x"})
+            assert r.status_code == 401
+            r = await c.get(
+                f"/ui/api/sessions/{sid}/usage", headers={"Authorization": f"Bearer {KEY}"}
+            )
+            held = await c.get(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {KEY}"})
+            assert r.status_code == 200
+            assert r.json()["points"][-1]["items"] == held.json()["item_count"] == 11
+
+
+async def test_the_page_is_told_working_memory_at_every_version(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """No /v1 figure holds the tokens of an earlier version: the usage route replays them, and
+    at every version they are what GET /v1/sessions/{id} said right after that write (appends,
+    a compaction, a pop, a snapshot and its restore, a clear)."""
+    seen: dict[int, tuple[int, int]] = {}
+
+    async def note() -> None:
+        s = (await client.get(f"/v1/sessions/{sid}")).json()
+        seen[s["version"]] = (s["item_count"], s["token_count"])
+
+    await _seed_trust(client, sid, {})
+    await note()
+    for n in range(3):
+        r = await client.post(
+            f"/v1/sessions/{sid}/items",
+            json={"items": [{"type": "message", "role": "user", "content": f"turn {n} " * 40}]},
+        )
+        assert r.status_code == 201, r.text
+        await note()
+    r = await client.post(
+        f"/v1/sessions/{sid}/compact", json={"policy": "window", "keep_last_items": 2}
+    )
+    assert r.status_code == 200, r.text
+    compaction = r.json()
+    await note()
+    assert (await client.post(f"/v1/sessions/{sid}/items/pop")).status_code == 200
+    await note()
+    r = await client.post(f"/v1/sessions/{sid}/snapshots", json={"label": "u"})
+    assert r.status_code == 201, r.text
+    snapshot = r.json()["id"]
+    await note()
+    assert (await client.delete(f"/v1/sessions/{sid}/items")).status_code == 200
+    await note()
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snapshot})
+    assert r.status_code == 200, r.text
+    await note()
+
+    r = await client.get(f"/ui/api/sessions/{sid}/usage")
+    assert r.status_code == 200, r.text
+    usage = r.json()
+    assert usage["complete"] is True and usage["notes"] == []
+    at = {p["version"]: (p["items"], p["tokens"]) for p in usage["points"]}
+    assert [p["version"] for p in usage["points"]] == sorted(at)
+    assert {v: at[v] for v in seen} == seen
+    assert usage["version"] == max(seen) == usage["points"][-1]["version"]
+    [mark] = usage["compactions"]
+    assert mark["compaction_id"] == compaction["id"] and mark["policy"] == "window"
+    assert mark["compacted_tokens"] == compaction["report"]["compacted_tokens"] > 0
+    before = max(v for v in seen if v < mark["version"])
+    assert at[mark["version"]][1] == at[before][1] - mark["compacted_tokens"]
+    assert (await client.get(f"/ui/api/sessions/{sid}-none/usage")).status_code == 404

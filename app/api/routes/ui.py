@@ -5,8 +5,8 @@ both work on an air-gapped deployment.
 The inspector is one HTML page with ES modules; it reads and writes through the public ``/v1``
 API with the caller's key, so it has exactly the key's tenant and scopes. What the API does not
 answer and the page must not work out itself (which call a tool output answers: the
-projection's rule) comes from ``/ui/api/...``, authenticated and scoped like ``/v1``
-(``app.api.auth``). These routes are not part of the API contract and stay out of the OpenAPI
+projection's rule; working memory at each version, replayed from the event log) comes from
+``/ui/api/...``, authenticated and scoped like ``/v1`` (``app.api.auth``). These routes are not part of the API contract and stay out of the OpenAPI
 document.
 """
 
@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from app.api.deps import ActorDep, RuntimeDep
 from app.api.session_ids import SessionIdPath
-from app.services import pairing
+from app.services import pairing, usage
 
 router = APIRouter(include_in_schema=False)
 
@@ -166,6 +166,44 @@ async def ui_pairs(
     call_of, version = await pairing.paired_calls(rt, actor, session_id, archived=archived)
     return JSONResponse(
         {"version": version, "call_of": {str(o): c for o, c in call_of.items()}},
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@router.get("/ui/api/sessions/{session_id}/usage")
+async def ui_usage(session_id: SessionIdPath, rt: RuntimeDep, actor: ActorDep) -> JSONResponse:
+    """Working memory at each version (items, stored tokens) and the compactions, replayed
+    from the event log over the item history (``app.services.usage``): no /v1 figure holds
+    it."""
+    found = await usage.usage_over_versions(rt, actor, session_id)
+    return JSONResponse(
+        {
+            "version": found.version,
+            "complete": found.complete,
+            "notes": found.notes,
+            "points": [
+                {
+                    "version": p.version,
+                    "event": p.event,
+                    "at": p.at.isoformat(),
+                    "items": p.items,
+                    "tokens": p.tokens,
+                }
+                for p in found.points
+            ],
+            "compactions": [
+                {
+                    "version": c.version,
+                    "compaction_id": c.compaction_id,
+                    "policy": c.policy,
+                    "automatic": c.automatic,
+                    "compacted_items": c.compacted_items,
+                    "compacted_tokens": c.compacted_tokens,
+                    "summary_tokens": c.summary_tokens,
+                }
+                for c in found.compactions
+            ],
+        },
         headers={"Cache-Control": "no-store"},
     )
 

@@ -69,7 +69,7 @@ function compactForm(panel, data) {
       clear(out).append(
         notice("ok", `Preview only: nothing was changed. ${num(result.compacted_items)} item(s) would leave working memory.`),
         resultView(result, { heading: "h4", id: "compact-preview-result" }),
-        h("details", {}, h("summary", {}, "Working memory with the items this would compact"), legend(), timeline(items, { compacted }, callOf)));
+        h("details", {}, h("summary", {}, "Working memory with the items this would compact"), legend(items, { compacted }), timeline(items, { compacted }, callOf)));
       previewed = request;
       commit.disabled = false;
     } catch (err) {

@@ -6,15 +6,28 @@
 import { api } from "./api.js";
 import { clear, errorNotice, field, h, json, num, pre, table } from "./dom.js";
 import { category, legend, timeline } from "./timeline.js";
+import { readDiff, readsOf, recordRead, usageFigure, usageOf } from "./usage.js";
 
-let schemaPromise = null;
+let specPromise = null;
+
+/** This server's OpenAPI document. */
+function spec() {
+  specPromise ??= fetch("/openapi.json", { cache: "no-store" }).then((r) => r.json());
+  return specPromise;
+}
 
 /** The ContextRequest schema of this server's OpenAPI document. */
 export function contextSchema() {
-  schemaPromise ??= fetch("/openapi.json", { cache: "no-store" })
-    .then((r) => r.json())
-    .then((spec) => spec.components.schemas.ContextRequest);
-  return schemaPromise;
+  return spec().then((doc) => doc.components.schemas.ContextRequest);
+}
+
+/** What the API says a recalled entry's score is (its own description, so the page says what
+ * this server's API says, whatever scale it uses). */
+async function recallScoreMeaning() {
+  const doc = await spec();
+  const schemas = doc.components.schemas;
+  const holder = Object.values(schemas).find((sch) => sch.properties?.score && sch.properties?.session_id && sch.properties?.tokens);
+  return holder?.properties.score.description ?? "";
 }
 
 function concrete(prop) {
@@ -133,20 +146,54 @@ function bar(parts, limit, total) {
       h("small", { class: "hint" }, "Total = the report's projected_tokens; the split by kind is estimated from stored per-item counts.")));
 }
 
-/** What recall brought back: one message right before the newest user message (in anthropic,
- * a text block of it), each entry with the score it was ranked by. */
-function recalledView(report) {
+const RECALL_HEADER = /^Earlier in this conversation\b.*\(recalled, oldest first\):$/;
+const RECALL_LINE = /^\[(?:session (.+?), )?seq (\d+)(?:-(\d+))?, [^\]]*\] (.*)$/;
+
+/** The lines of the recall block the payload carries, one per entry, keyed by
+ * `session id|seq` (the block's own session: an empty session id). */
+export function recallLines(payload) {
+  const found = new Map();
+  const visit = (value) => {
+    if (typeof value === "string") {
+      const lines = value.split("\n");
+      const at = lines.findIndex((l) => RECALL_HEADER.test(l));
+      if (at < 0) return;
+      for (const line of lines.slice(at + 1)) {
+        const m = RECALL_LINE.exec(line);
+        if (!m) break;
+        found.set(`${m[1] ?? ""}|${m[2]}`, m[4]);
+      }
+    } else if (Array.isArray(value)) value.forEach(visit);
+    else if (value && typeof value === "object") Object.values(value).forEach(visit);
+  };
+  visit(payload);
+  return found;
+}
+
+// Where the docs explain search and recall scores (docs/ of the repository; not served here).
+const SCORE_DOC = "docs/semantic-search.md, “Hybrid ranking: meaning without losing exact tokens”";
+
+/** What recall brought back: one message right before the newest user message (in anthropic
+ * and gemini, a text part of it), each entry with its text as the prompt carries it and the
+ * score the API gives it. */
+function recalledView(report, payload, sessionId, scoreMeaning) {
   if (!report.recalled?.length) return null;
-  const rows = report.recalled.map((e) => h("tr", {},
-    h("td", { class: "n" }, String(e.seq)), h("td", {}, e.session_id),
-    h("td", { class: "n" }, e.score.toFixed(4)), h("td", { class: "n" }, num(e.tokens))));
+  const lines = recallLines(payload);
+  const rows = report.recalled.map((e) => h("tr", { dataset: { seq: String(e.seq) } },
+    h("td", { class: "n" }, String(e.seq)), h("td", {}, e.session_id === sessionId ? "this one" : e.session_id),
+    h("td", { class: "recall-text" }, lines.get(`${e.session_id === sessionId ? "" : e.session_id}|${e.seq}`) ?? "–"),
+    h("td", { class: "n score" }, String(e.score)), h("td", { class: "n" }, num(e.tokens))));
   return h("section", { id: "recalled", "aria-labelledby": "recalled-title" },
     h("h4", { id: "recalled-title" }, "Recalled"),
     h("p", { class: "muted" }, `Items outside the prompt (dropped by the budget or archived) that best match “${report.recall_query ?? ""}”, sent as text in one message right before the newest user message, oldest first. They count toward tokens and characters, not items.`),
-    table(["seq", "session", "score", "tokens"], rows, { caption: "Recall block entries" }));
+    table(["seq", "session", "text sent", "score", "tokens"], rows, { caption: "Recall block entries" }),
+    h("p", { class: "hint", id: "score-meaning" },
+      "Score: the number the API returns for the entry", scoreMeaning ? ` (the API reference: “${scoreMeaning.replace(/\.$/, "")}”)` : "",
+      ". It ranks the candidates of this one read against each other: higher was a better match, and recall took the best that fit its share; it is not a probability. How it is computed: ",
+      h("a", { href: "/docs#/context/postContext", title: SCORE_DOC }, "the API reference"), " and ", h("cite", {}, SCORE_DOC), "."));
 }
 
-function reportView(report) {
+function reportView(report, payload, sessionId, scoreMeaning) {
   const rows = [
     ["Items", report.source_items, report.projected_items],
     ["Tokens", report.source_tokens, report.projected_tokens],
@@ -166,7 +213,7 @@ function reportView(report) {
       h("div", { class: "wide" }, h("dt", {}, "Dropped ranges (seq)"), h("dd", { id: "dropped-ranges" },
         report.dropped_ranges.length ? report.dropped_ranges.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ") : "none")),
       extra.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, typeof v === "object" ? JSON.stringify(v) : String(v))))),
-    recalledView(report),
+    recalledView(report, payload, sessionId, scoreMeaning),
     h("h4", {}, "Notes"),
     report.notes.length ? h("ul", { id: "report-notes" }, report.notes.map((n) => h("li", {}, n))) : h("p", { class: "muted" }, "No notes."));
 }
@@ -211,12 +258,17 @@ export async function contextView(panel, data, params) {
     clear(out).append(h("p", { class: "muted" }, "Projecting…"));
     out.setAttribute("aria-busy", "true");
     try {
-      const [response, items, callOf] = await Promise.all([
+      const [response, items, callOf, scoreMeaning] = await Promise.all([
         api(`${data.path}/context`, { method: "POST", body }),
         data.items(),
         data.callOf(),
+        recallScoreMeaning(),
       ]);
       const payload = payloadOf(response);
+      const previous = recordRead(data.id, response, body);
+      // The budget the page is set to: the form's max_tokens, else the session's default.
+      const budget = body.max_tokens ?? data.session.config?.context?.max_tokens ?? null;
+      const usage = await usageOf(data.id);
       const cleared = clearedCalls(payload);
       const report = response.report;
       // recalled items of this session (recall may bring back a sibling session's too)
@@ -224,7 +276,11 @@ export async function contextView(panel, data, params) {
       clear(out).append(
         h("h3", {}, `Budget spend: ${num(report.projected_tokens)} tokens in ${response.format}`),
         bar(spend(items, report, data.session, cleared), body.max_tokens, report.projected_tokens),
-        reportView(report),
+        h("section", { "aria-labelledby": "usage-heading" },
+          h("h3", { id: "usage-heading" }, "Over time"),
+          usageFigure(usage, { budget, reads: readsOf(data.id).filter((r) => r.format === response.format) })),
+        readDiff(previous, payload, report),
+        reportView(report, payload, data.id, scoreMeaning),
         h("section", { "aria-labelledby": "prompt-title" },
           h("h3", { id: "prompt-title" }, response.format === "canonical"
             ? "The stored items (canonical: the service's own model, with its fields; no provider receives this)"
@@ -233,8 +289,10 @@ export async function contextView(panel, data, params) {
         h("details", {}, h("summary", {}, "Whole response (JSON)"), pre(json(response), { id: "context-response" })),
         h("section", { "aria-labelledby": "ctx-timeline-title" },
           h("h3", { id: "ctx-timeline-title" }, "Working memory, with what was left out"),
-          legend(),
-          timeline(items, { dropped: rangesToSet(report.dropped_ranges), cleared, recalled }, callOf)));
+          ...(() => {
+            const marks = { dropped: rangesToSet(report.dropped_ranges), cleared, recalled };
+            return [legend(items, marks), timeline(items, marks, callOf)];
+          })()));
       out.dataset.version = String(response.version);
     } catch (err) {
       clear(out).append(errorNotice(err));

@@ -1,7 +1,7 @@
 // /ui/sessions/{id}: the session's header and its views, one per tab (?tab=...).
 
 import { allPages, api, enc, sessionPath } from "./api.js";
-import { clear, errorNotice, h, notice, num, pre, timeEl } from "./dom.js";
+import { append, clear, errorNotice, h, notice, num, pre, timeEl } from "./dom.js";
 import { contextView } from "./context.js";
 import { compactionsView } from "./compactions.js";
 import { snapshotsView } from "./snapshots.js";
@@ -69,22 +69,37 @@ export class SessionData {
   }
 }
 
+/** Metadata or config as formatted JSON, folded: its line says how many keys it holds. */
+function jsonBlock(name, id, value) {
+  const keys = value && typeof value === "object" ? Object.keys(value).length : 0;
+  return h("details", { class: "json", id },
+    h("summary", {}, `${name} `, h("span", { class: "muted" }, keys ? `${keys} key${keys === 1 ? "" : "s"}` : "empty")),
+    pre(value ?? {}, { "aria-label": name }));
+}
+
+/** The session's name and counts on one line, then the tabs: metadata, config and summary
+ * are folded into one line (opened on demand), so a tab's own content starts at the top of
+ * the screen instead of below the summary. */
 function header(data) {
   const s = data.session;
+  const fact = (label, value, id) => h("div", {}, h("dt", {}, label), h("dd", id ? { id } : {}, value));
   return h("header", { class: "session-head" },
     h("p", { class: "crumbs" }, h("a", { href: "/ui/" }, "Sessions"), " / "),
     h("h1", {}, s.id),
-    h("dl", { class: "facts" },
-      h("div", {}, h("dt", {}, "Version"), h("dd", { id: "session-version" }, num(s.version))),
-      h("div", {}, h("dt", {}, "Items"), h("dd", { id: "session-items" }, num(s.item_count))),
-      h("div", {}, h("dt", {}, "Tokens"), h("dd", {}, num(s.token_count))),
-      h("div", {}, h("dt", {}, "Created"), h("dd", {}, timeEl(s.created_at))),
-      h("div", {}, h("dt", {}, "Updated"), h("dd", {}, timeEl(s.updated_at))),
-      h("div", { class: "wide" }, h("dt", {}, "Metadata"), h("dd", {}, h("code", { class: "meta" }, JSON.stringify(s.metadata ?? {})))),
-      h("div", { class: "wide" }, h("dt", {}, "Config"), h("dd", {}, h("code", { class: "meta" }, JSON.stringify(s.config ?? {}))))),
-    h("section", { class: "summary", "aria-labelledby": "summary-title" },
-      h("h2", { id: "summary-title" }, "Summary"),
-      s.summary ? pre(s.summary, { id: "summary" }) : h("p", { class: "muted", id: "summary" }, "No summary yet (nothing compacted).")));
+    h("dl", { class: "facts inline-facts" },
+      fact("Version", num(s.version), "session-version"),
+      fact("Items", num(s.item_count), "session-items"),
+      fact("Tokens", num(s.token_count)),
+      fact("Created", timeEl(s.created_at)),
+      fact("Updated", timeEl(s.updated_at))),
+    h("details", { class: "session-details", id: "session-details" },
+      h("summary", {}, "Summary, metadata and config ",
+        h("span", { class: "muted" }, s.summary ? `(summary: ${num(s.summary.length)} characters)` : "(no summary yet)")),
+      h("section", { class: "summary", "aria-labelledby": "summary-title" },
+        h("h2", { id: "summary-title" }, "Summary"),
+        s.summary ? pre(s.summary, { id: "summary" }) : h("p", { class: "muted", id: "summary" }, "No summary (no compaction has written one: a window compaction writes none).")),
+      jsonBlock("Metadata", "session-metadata", s.metadata),
+      jsonBlock("Config", "session-config", s.config)));
 }
 
 function tabs(data, active) {
@@ -104,12 +119,13 @@ async function memoryView(panel, data, params) {
       toggle.checked ? data.history() : data.items(), data.callOf(toggle.checked),
     ]);
     if (data.truncated && !toggle.checked) list.append(notice("warn", `Showing the oldest ${num(ITEM_CAP)} items only.`));
-    list.append(
+    append(list, [
       h("p", { class: "muted", id: "timeline-count" },
         toggle.checked
           ? `${num(items.length)} item(s) ever appended, ${num(items.filter((i) => i.archived).length)} archived`
           : `${num(items.length)} item(s) in working memory`),
-      timeline(items, {}, callOf));
+      legend(items),
+      timeline(items, {}, callOf)]);
   };
   toggle.addEventListener("change", async () => {
     const q = new URLSearchParams(location.search);
@@ -119,7 +135,6 @@ async function memoryView(panel, data, params) {
   });
   panel.append(
     h("div", { class: "toolbar" }, h("label", { class: "check" }, toggle, " Show archived items (compacted, popped, cleared, replaced)")),
-    legend(),
     list);
   await render();
 }

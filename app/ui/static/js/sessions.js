@@ -4,8 +4,9 @@
 // looked at SCAN_CAP sessions), and "Older" goes on from the API's cursor.
 
 import { api } from "./api.js";
-import { field, h, notice, num, table, timeEl } from "./dom.js";
+import { field, h, notice, num, pre, table, timeEl } from "./dom.js";
 import { navigate } from "./nav.js";
+import { state } from "./state.js";
 
 const PAGE = 25;
 const SCAN_CAP = 2000;
@@ -22,6 +23,28 @@ export function metadataMatches(metadata, filter) {
     }
     return text.includes(term.toLowerCase());
   });
+}
+
+/** What a new server shows instead of an empty table: how the first session comes to be, as
+ * commands to paste (this server's address; the key header when auth is on) and where the
+ * walk-through is. */
+export function emptyState() {
+  const origin = location.origin;
+  const auth = state.me?.auth === "on" ? ` -H "Authorization: Bearer $KEY"` : "";
+  const json = ` -H 'content-type: application/json'`;
+  const commands = [
+    `curl -s -X POST ${origin}/v1/sessions${auth}${json} \\`,
+    `  -d '{"id": "demo", "metadata": {"agent": "me"}}'`,
+    `curl -s -X POST ${origin}/v1/sessions/demo/items${auth}${json} \\`,
+    `  -d '{"format": "openai-chat", "items": [{"role": "user", "content": "Hello"}]}'`,
+  ].join("\n");
+  return h("section", { class: "card empty", id: "empty-state", "aria-labelledby": "empty-title" },
+    h("h2", { id: "empty-title" }, "No sessions yet"),
+    h("p", {}, "A session is created by the first write of an agent (or of you) to the API. To make one now and see it here, run:"),
+    pre(commands, { id: "first-session" }),
+    h("p", {}, "Then reload this page. Every operation, with its fields and examples, is in the ",
+      h("a", { href: "/docs#/sessions/createSession", id: "empty-docs" }, "API reference"),
+      " (served by this server, no network needed); the README's “A walk-through with curl” and docs/api-guide.md go on from there (appending turns, reading the prompt under a budget, compacting)."));
 }
 
 export async function sessionsPage(main, params) {
@@ -61,6 +84,10 @@ export async function sessionsPage(main, params) {
 
   if (next !== null && shown.length < PAGE) {
     main.append(notice("warn", `Looked at ${num(scanned)} sessions for this page; older ones may match too (Older →). Narrow the list with an id prefix.`));
+  }
+  if (!shown.length && !prefix && !meta && !cursor) {
+    main.append(emptyState());
+    return;
   }
   main.append(h("p", { class: "muted", id: "session-count" },
     `${num(shown.length)} session(s) on this page, newest first`));

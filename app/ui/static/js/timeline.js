@@ -185,10 +185,16 @@ export function timeline(items, marks = {}, callOf = new Map()) {
   return list;
 }
 
-export function legend() {
-  return h("p", { class: "legend" },
-    h("span", { class: "swatch dropped" }, "not sent"), " ",
-    h("span", { class: "swatch cleared" }, "tool output cleared"), " ",
-    h("span", { class: "swatch compacted" }, "would be compacted"), " ",
-    h("span", { class: "swatch recalled" }, "recalled as text"));
+/** A key to the marks ``timeline`` puts on ``items`` with ``marks``: only those that occur
+ * (none: no legend). */
+export function legend(items, marks = {}) {
+  const shown = [
+    ["dropped", "not sent", (i) => marks.dropped?.has(i.seq)],
+    ["cleared", "tool output cleared", (i) => isOutput(i) && marks.cleared?.has(i.call_id)],
+    ["compacted", "would be compacted", (i) => marks.compacted?.has(i.seq)],
+    ["recalled", "recalled as text", (i) => marks.recalled?.has(i.seq)],
+    ["archived", "archived (dashed: no longer in working memory)", (i) => i.archived],
+  ].filter(([, , applies]) => items.some(applies));
+  if (!shown.length) return null;
+  return h("p", { class: "legend" }, shown.map(([cls, text]) => [h("span", { class: `swatch ${cls}`, dataset: { mark: cls } }, text), " "]));
 }
