@@ -23,7 +23,8 @@ from typing import Literal
 import numpy as np
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
-from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
+from app.domain.fulltext import needs_no_footing
+from app.domain.recall import FusedHit, fuse, relevance_floor
 from app.embeddings import Embedder, EmbeddingError
 from app.embeddings.vectors import nearest_matrix, nearest_packed
 from app.services.access import load_session
@@ -169,8 +170,9 @@ def _semantic_off() -> SemanticSearchOff:
     return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
 
 
-# What a semantic or hybrid search fuses: the full-text hits (none for ``semantic``) and the
-# ranking by meaning, (session id, seq) -> similarity, nearest first.
+# What a semantic or hybrid search fuses: the full-text hits (for ``semantic``, at most one:
+# whether the query has a footing in the searched items) and the ranking by meaning,
+# (session id, seq) -> similarity, nearest first.
 _Rankings = tuple[list[SearchHit], list[tuple[tuple[str, int], float]]]
 
 
@@ -180,7 +182,7 @@ async def _search_in_mode(
     *,
     q: str,
     mode: Mode,
-    min_score: float,
+    min_score: float | None,
     limit: int,
     cursor: str | None,
     fulltext: Callable[[], Awaitable[tuple[list[SearchHit], str | None]]],
@@ -191,7 +193,12 @@ async def _search_in_mode(
     ``fulltext()``: the full-text page (for ``fulltext``, and for ``hybrid`` when semantic
     search is off or the query cannot be embedded); ``check_access()``: refuses a caller who
     may not search there, after the query and cursor are checked and before the query is
-    embedded; ``rank(model, text, query_vector)``: the two rankings to fuse."""
+    embedded; ``rank(model, text, query_vector)``: the two rankings to fuse.
+
+    Relevance floor: a query none of whose terms occurs in the searched items (full text finds
+    nothing) gets no hit by meaning either, unless it is written in a script full text does
+    not split into words (``app.domain.fulltext.needs_no_footing``); a hit by meaning needs a
+    similarity of at least ``min_score`` (None: the model's ``relevance_floor``)."""
     embedder = rt.embedder
     if mode == "semantic" and embedder is None:
         raise _semantic_off()
@@ -209,6 +216,13 @@ async def _search_in_mode(
     if query_vector is None:
         return _fulltext_page(*await fulltext())
     ft_hits, semantic = await rank(embedder.model, text, query_vector)
+    if not ft_hits and not needs_no_footing(text):
+        # No term of the query occurs in the searched items: nothing there is about it, and
+        # the nearest vectors are only the least unrelated ones (a random token's neighbours
+        # reach the similarity of a true paraphrase: bench/RESULTS.md).
+        semantic = []
+    if mode == "semantic":
+        ft_hits = []  # they were read for the footing only
     return await _fused_page(
         rt,
         actor,
@@ -216,7 +230,7 @@ async def _search_in_mode(
         mode=mode,
         ft_hits=ft_hits,
         semantic=semantic,
-        min_score=min_score,
+        min_score=relevance_floor(embedder.model) if min_score is None else min_score,
         limit=limit,
         after=after,
     )
@@ -236,7 +250,7 @@ async def search_session_modes(
     limit: int,
     cursor: str | None = None,
     mode: Mode = "fulltext",
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float | None = None,
 ) -> SearchPage:
     """One session's search in ``mode``. ``fulltext`` is ``search_session``. ``semantic``
     and ``hybrid`` rank by meaning the session's items that have a vector of the current
@@ -252,16 +266,12 @@ async def search_session_modes(
     async def rank(model: str, text: str, query_vector: list[float]) -> _Rankings:
         history = scope == "history"
         async with rt.store.read() as db:
-            ft_hits = (
-                await SearchRepository(db).search(
-                    actor.tenant_id,
-                    text,
-                    session_id=session_id,
-                    include_archived=history,
-                    limit=SEMANTIC_CANDIDATES,
-                )
-                if mode == "hybrid"
-                else []
+            ft_hits = await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_id=session_id,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES if mode == "hybrid" else 1,
             )
             vectors = await session_vectors(
                 rt, db, actor.tenant_id, session_id, model, len(query_vector)
@@ -346,7 +356,7 @@ async def search_all_modes(
     limit: int,
     cursor: str | None = None,
     mode: Mode = "fulltext",
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float | None = None,
 ) -> SearchPage:
     """The tenant-wide search in ``mode``, over the sessions the caller may see. ``fulltext``
     is ``search_all``. ``semantic`` and ``hybrid`` rank by meaning at most
@@ -359,18 +369,14 @@ async def search_all_modes(
         history = scope == "history"
         now = utcnow()
         async with rt.store.read() as db:
-            ft_hits = (
-                await SearchRepository(db).search(
-                    actor.tenant_id,
-                    text,
-                    session_prefix=actor.session_prefix,
-                    include_archived=history,
-                    limit=SEMANTIC_CANDIDATES,
-                    candidates=TENANT_CANDIDATES,
-                    live_at=now,
-                )
-                if mode == "hybrid"
-                else []
+            ft_hits = await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES if mode == "hybrid" else 1,
+                candidates=TENANT_CANDIDATES,
+                live_at=now,
             )
         if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
             async with rt.store.read(snapshot=True) as db:
