@@ -238,25 +238,30 @@ def _pg_scored(
     entry = sa.func.unnest(c.tsv).table_valued("lexeme", "positions").render_derived("entry")
     tf = sa.func.coalesce(sa.func.array_length(entry.c.positions, 1), 1)
     idf_sum = sa.select(sa.func.sum(term.c.idf)).scalar_subquery()
-    # r = BM25 / (sum of IDFs), computed once per candidate; the score uses r / (r + 1).
-    ratio = (
+    bm25 = (
         sa.select(
-            (
-                sa.func.coalesce(
-                    sa.func.sum(
-                        term.c.idf * (tf * (K1 + 1)) / (tf + K1 * (1 - B + B * c.dl / c.avgdl))
-                    ),
-                    0.0,
-                )
-                / idf_sum
-            ).label("r")
+            sa.func.coalesce(
+                sa.func.sum(
+                    term.c.idf * (tf * (K1 + 1)) / (tf + K1 * (1 - B + B * c.dl / c.avgdl))
+                ),
+                0.0,
+            )
         )
         .select_from(entry.join(term, entry.c.lexeme == term.c.lexeme))
-        .subquery("bm25")
+        .scalar_subquery()
     )
-    match = sa.select(ratio.c.r / (ratio.c.r + 1.0)).scalar_subquery()
-    score = (held + match) / float(len(terms.phrases) + 1)
-    return sa.select(*(c[col.name] for col in columns), score.label("score"))
+    # r = BM25 / (sum of IDFs), once per candidate (the CTE is materialised): the score uses
+    # it twice, r / (r + 1).
+    scored = (
+        sa.select(
+            *(c[col.name] for col in columns), held.label("held"), (bm25 / idf_sum).label("r")
+        )
+        .cte("scored")
+        .prefix_with("MATERIALIZED")
+    )
+    r = scored.c.r
+    score = (scored.c.held + r / (r + 1.0)) / float(len(terms.phrases) + 1)
+    return sa.select(*(scored.c[col.name] for col in columns), score.label("score"))
 
 
 @dataclass(frozen=True, slots=True)
