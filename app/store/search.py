@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.fulltext import K1, B, QueryTerms, query_terms
@@ -54,14 +54,10 @@ _PG_INDEXED_TEXT = sa.func.left(
     sa.func.coalesce(t.c.search_text, sa.literal_column("''::text")),
     sa.literal_column(str(INDEXED_CHARS)),
 )
-_PG_TSVECTOR = sa.func.to_tsvector(
-    _PG_CONFIG,
-    sa.func.translate(
-        _PG_INDEXED_TEXT,
-        sa.literal_column(f"'{_PG_PUNCTUATION}'"),
-        sa.literal_column(f"'{_PG_SPACES}'"),
-    ),
-)
+# Each item's tsvector, stored with the row (migration 0012: generated from the first
+# ``INDEXED_CHARS`` characters of ``search_text``, punctuation translated as above) and
+# indexed by ``ix_items_search``.
+_PG_TSVECTOR = sa.literal_column("items.search_tsv", TSVECTOR)
 _PG_HEADLINE_OPTIONS = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2"
 _FTS = sa.table("items_fts", sa.column("rowid"), sa.column("search_text"))
 _FTS_TABLE = sa.literal_column("items_fts")
@@ -70,8 +66,10 @@ _FTS_TABLE = sa.literal_column("items_fts")
 # session: 50 ms for ~500 items where the match itself takes 0.3 ms (bench/RESULTS.md,
 # "Recall, faster"). With it the match comes first and each hit is one rowid lookup.
 _FTS_ROWID = sa.literal_column("items.rowid") == sa.literal_column("+items_fts.rowid")
-# Postgres: the candidates of one lexeme are at most its this many newest matches (module doc).
-PER_TERM_CANDIDATES = 400
+# Postgres, the candidates (module doc): every match of the rarest terms while their matches
+# add up to at most RARE_CANDIDATES, and the newest PER_TERM_CANDIDATES matches of every term.
+RARE_CANDIDATES = 400
+PER_TERM_CANDIDATES = 40
 # Postgres: document frequencies and the item count are counted up to this many (a tenant-wide
 # search's statistics cost no more than this, however large the tenant).
 STATS_CAP = 100_000
@@ -163,58 +161,66 @@ def _pg_scored(
 ) -> sa.Select[Any]:
     """``columns`` and the 0..1 ``score`` of the Postgres candidates (module doc): BM25 with
     document frequencies counted through the GIN index in the searched items."""
-    lexemes = (
-        sa.func.unnest(
-            sa.func.tsvector_to_array(
-                sa.func.to_tsvector(
-                    _PG_CONFIG, sa.bindparam("terms", " ".join(terms.terms), type_=sa.Text)
-                )
-            )
+    queries = [
+        sa.func.plainto_tsquery(_PG_CONFIG, sa.bindparam(f"query_term_{i}", w, type_=sa.Text))
+        for i, w in enumerate(terms.terms)
+    ]
+    # Per term, one pass over its matches (at most STATS_CAP of them): their count (the
+    # document frequency) and the newest RARE_CANDIDATES of them, numbered newest first.
+    parts = []
+    for i, query in enumerate(queries):
+        matches = (
+            sa.select(t.c.session_id, t.c.seq)
+            .where(*where, _PG_TSVECTOR.op("@@")(query))
+            .limit(STATS_CAP)
+            .subquery(f"matches_{i}")
         )
-        .table_valued("lexeme")
-        .render_derived("lexemes")
-    )
-    lexeme_query = sa.cast(sa.func.quote_literal(lexemes.c.lexeme), TSQUERY)
-    matching = (
-        sa.select(sa.literal(1))
-        .where(*where, _PG_TSVECTOR.op("@@")(lexeme_query))
-        .limit(STATS_CAP)
-        .correlate_except(t)
-        .subquery()
-    )
-    df = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
+        newest = (matches.c.seq.desc(), matches.c.session_id)
+        parts.append(
+            sa.select(
+                sa.literal(i, sa.Integer).label("term"),
+                matches.c.session_id,
+                matches.c.seq,
+                sa.func.count().over().label("df"),
+                sa.func.row_number().over(order_by=newest).label("n"),
+            )
+            .order_by(*newest)
+            .limit(RARE_CANDIDATES)
+        )
+    hits = sa.union_all(*(sa.select(p.subquery()) for p in parts)).cte("hits")
+    hits = hits.prefix_with("MATERIALIZED")
     all_items = sa.select(sa.literal(1)).where(*where).limit(STATS_CAP).subquery()
     documents = sa.select(sa.func.count()).select_from(all_items).scalar_subquery()
-    stats = sa.select(lexemes.c.lexeme, df.label("df"), documents.label("n")).cte("stats")
+    numbers = sa.values(sa.column("term", sa.Integer), name="numbers").data(
+        [(i,) for i in range(len(queries))]
+    )
+    df = sa.func.coalesce(sa.func.max(hits.c.df), 0)
+    stats = (
+        sa.select(numbers.c.term, df.label("df"))
+        .select_from(numbers.outerjoin(hits, hits.c.term == numbers.c.term))
+        .group_by(numbers.c.term)
+        .subquery("stats")
+    )
     term = sa.select(
-        stats.c.lexeme,
+        stats.c.term,
         sa.cast(
-            sa.func.greatest(sa.func.ln((stats.c.n - stats.c.df + 0.5) / (stats.c.df + 0.5)), 1e-6),
+            sa.func.greatest(sa.func.ln((documents - stats.c.df + 0.5) / (stats.c.df + 0.5)), 1e-6),
             sa.Float,
         ).label("idf"),
+        # the matches of this term and of every rarer one (ties: by term number)
+        sa.func.sum(stats.c.df).over(order_by=(stats.c.df, stats.c.term)).label("rarer"),
     ).cte("term")
-    per_term = (
-        sa.select(t.c.session_id, t.c.seq)
-        .where(
-            *where,
-            _PG_TSVECTOR.op("@@")(sa.cast(sa.func.quote_literal(term.c.lexeme), TSQUERY)),
-        )
-        .order_by(t.c.session_id, t.c.seq.desc())
-        .limit(PER_TERM_CANDIDATES)
-        .correlate_except(t)
-        .lateral("per_term")
-    )
     keys = (
-        sa.select(per_term.c.session_id, per_term.c.seq)
-        .select_from(term.join(per_term, sa.true()))
+        sa.select(hits.c.session_id, hits.c.seq)
+        .select_from(hits.join(term, term.c.term == hits.c.term))
+        .where(sa.or_(term.c.rarer <= RARE_CANDIDATES, hits.c.n <= PER_TERM_CANDIDATES))
         .distinct()
         .subquery("keys")
     )
-    tsv = _PG_TSVECTOR  # computed once per candidate: the CTE below is materialised
     candidate = (
         sa.select(
             *columns,
-            tsv.label("tsv"),
+            _PG_TSVECTOR.label("tsv"),
             sa.func.greatest(t.c.tokens, 1).label("dl"),
             sa.func.greatest(sa.func.avg(t.c.tokens).over(), 1).label("avgdl"),
         )
@@ -232,30 +238,38 @@ def _pg_scored(
     held: Any = sa.literal(0)
     for i, phrase in enumerate(terms.phrases):
         phrase_query = sa.func.phraseto_tsquery(
-            _PG_CONFIG, sa.bindparam(f"phrase_{i}", " ".join(phrase), type_=sa.Text)
+            _PG_CONFIG, sa.bindparam(f"query_phrase_{i}", " ".join(phrase), type_=sa.Text)
         )
         held = held + sa.case((c.tsv.op("@@")(phrase_query), 1), else_=0)
-    entry = sa.func.unnest(c.tsv).table_valued("lexeme", "positions").render_derived("entry")
-    tf = sa.func.coalesce(sa.func.array_length(entry.c.positions, 1), 1)
-    idf_sum = sa.select(sa.func.sum(term.c.idf)).scalar_subquery()
-    bm25 = (
+    # A term's frequency in the candidate: ts_rank_cd of a one-term query, every weight 1 and
+    # no normalisation, is its number of occurrences (one column per term, computed once).
+    ones = sa.literal_column("'{1,1,1,1}'::float4[]")
+    frequencies = (
         sa.select(
-            sa.func.coalesce(
-                sa.func.sum(
-                    term.c.idf * (tf * (K1 + 1)) / (tf + K1 * (1 - B + B * c.dl / c.avgdl))
-                ),
-                0.0,
-            )
+            *(c[col.name] for col in columns),
+            c.dl,
+            c.avgdl,
+            held.label("held"),
+            *(
+                sa.func.ts_rank_cd(ones, c.tsv, q, 0).label(f"tf_{i}")
+                for i, q in enumerate(queries)
+            ),
         )
-        .select_from(entry.join(term, entry.c.lexeme == term.c.lexeme))
-        .scalar_subquery()
+        .cte("frequencies")
+        .prefix_with("MATERIALIZED")
     )
+    f = frequencies.c
+    length_norm = K1 * (1 - B + B * f.dl / f.avgdl)
+    bm25: Any = sa.literal(0.0)
+    for i in range(len(queries)):
+        tf = f[f"tf_{i}"]
+        idf_i = sa.select(term.c.idf).where(term.c.term == i).scalar_subquery()
+        bm25 = bm25 + idf_i * tf * (K1 + 1) / (tf + length_norm)
+    idf_sum = sa.select(sa.func.sum(term.c.idf)).scalar_subquery()
     # r = BM25 / (sum of IDFs), once per candidate (the CTE is materialised): the score uses
     # it twice, r / (r + 1).
     scored = (
-        sa.select(
-            *(c[col.name] for col in columns), held.label("held"), (bm25 / idf_sum).label("r")
-        )
+        sa.select(*(f[col.name] for col in columns), f.held, (bm25 / idf_sum).label("r"))
         .cte("scored")
         .prefix_with("MATERIALIZED")
     )
