@@ -44,6 +44,8 @@ def test_stop_words_are_lower_case_words() -> None:
 def test_footing() -> None:
     assert needs_no_footing("我们什么时候搬家") and needs_no_footing("いつ引っ越した")
     assert not needs_no_footing("zqxv7kplm") and not needs_no_footing("When did Anna move?")
+    assert not needs_no_footing("zqxv7 kplm9")
+    assert needs_no_footing("when does the credential for the pre-production DB change")
 
 
 def test_idf_is_fts5s() -> None:

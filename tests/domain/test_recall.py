@@ -57,7 +57,14 @@ sem_rankings = st.lists(st.tuples(keys, unit), max_size=25).map(
     lambda r: sorted(r, key=lambda kv: -kv[1])
 )
 queries = st.sampled_from(
-    ["when does the password rotate", "E1042", "who owns billing", "retry.py timeout", "x"]
+    [
+        "when does the password rotate",
+        "E1042",
+        "who owns billing",
+        "retry.py timeout",
+        "x",
+        '"cold storage" backups',
+    ]
 )
 modes = st.sampled_from(["fulltext", "semantic", "hybrid"])
 
@@ -99,9 +106,12 @@ def test_fusion_invariants(
         full = fuse(ft, sem, query=query, mode="hybrid", min_score=min_score)
         assert [h.key for h in full][:limit] == keys_out  # limit only cuts
         assert set(ft_first) <= {h.key for h in full}  # no full-text hit is lost
-        phrases = len(query_terms(query).phrases) if exact_tokens(query) else 0
+        phrases = len(query_terms(query).phrases)
         holding = [k for k, s in ft_first.items() if phrases and s >= phrases / (phrases + 1)]
         assert {h.key for h in full[: len(holding)]} == set(holding)  # a lookup: holders first
+        if not holding:  # a question: every hit by meaning before the full-text-only ones
+            by_meaning = [h.semantic is not None and h.semantic >= min_score for h in full]
+            assert by_meaning == sorted(by_meaning, reverse=True)
         if not ft_first:
             assert [h.key for h in full] == [k for k, s in sem_first.items() if s >= min_score]
     # Deterministic.
@@ -113,8 +123,9 @@ def test_fusion_invariants(
 def test_a_hit_better_on_both_rankers_never_ranks_below(
     ft: list[tuple[int, float]], sem: list[tuple[int, float]], query: str
 ) -> None:
-    """On a question (no exact token), an item both rankers score at least as high as another
-    ranks at least as high: the fusion is monotone in each ranker's score."""
+    """On a question (no exact token), among the hits found by meaning (and among the rest), an
+    item both rankers score at least as high as another ranks at least as high: the fusion is
+    monotone in each ranker's score."""
     hits = fuse(ft, sem, query=query, min_score=DEFAULT_MIN_SCORE)
     ft_first, sem_first = first_places(ft), first_places(sem)
 
@@ -123,8 +134,11 @@ def test_a_hit_better_on_both_rankers_never_ranks_below(
         return ft_first.get(k, 0.0), semantic_score(s, DEFAULT_MIN_SCORE) if s is not None else 0.0
 
     place = {h.key: i for i, h in enumerate(hits)}
+    found = {k for k, s in sem_first.items() if s >= DEFAULT_MIN_SCORE}
     for a in place:
         for b in place:
+            if (a in found) != (b in found):
+                continue
             fa, sa_ = parts(a)
             fb, sb = parts(b)
             if fa >= fb and sa_ >= sb and (fa, sa_) != (fb, sb):
@@ -153,7 +167,11 @@ def test_an_exact_token_lookup_puts_the_items_holding_it_first() -> None:
     lookup = fuse(ft, sem, query="E1042")
     assert [h.key for h in lookup][0] == 7 and lookup[0].score >= 0.5
     assert all(h.score < 0.5 for h in lookup[1:])
-    # As a question, the same rankings fuse by the weighted sum alone.
-    assert [h.key for h in fuse(ft, sem, query="what broke")] == [9, 7, 1, 2]
+    # As a question, the same rankings fuse by the weighted sum, meaning weighing most; with
+    # a larger full-text weight, full text lifts what both rankers found.
+    assert [h.key for h in fuse(ft, sem, query="what broke")] == [1, 2, 9, 7]
+    assert [h.key for h in fuse(ft, sem, query="what broke", fulltext_weight=0.5)] == [9, 7, 1, 2]
+    # a full-text-only hit follows every hit by meaning
+    assert [h.key for h in fuse([(5, 0.9)], sem, query="what broke")][-1] == 5
     below = fuse([], [(1, 0.9), (2, 0.1)], query="what broke", mode="semantic")
     assert [h.key for h in below] == [1]
