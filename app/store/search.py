@@ -336,12 +336,14 @@ class SearchRepository:
             where.append(~sa.exists(expired))
         columns: list[Any] = [*ITEM_COLUMNS, t.c.session_id, t.c.archived, t.c.archived_reason]
         sqlite = self.db.dialect.name == "sqlite"
+        # Ranked by key alone (narrow rows to sort); the page's items are read after.
+        rowid = sa.literal_column("items.rowid")
         if sqlite:
             inner = _sqlite_scored(
-                terms, where, [*columns, sa.literal_column("items.rowid").label("fts_rowid")]
+                terms, where, [t.c.session_id, t.c.seq, rowid.label("fts_rowid")]
             )
         else:
-            inner = _pg_scored(terms, where, [*columns, _PG_INDEXED_TEXT.label("indexed_text")])
+            inner = _pg_scored(terms, where, [t.c.session_id, t.c.seq])
         if candidates is not None:
             # The best ``candidates`` in the page order: a set that is the same on every page.
             score = inner.selected_columns.score
@@ -352,7 +354,7 @@ class SearchRepository:
             ).limit(candidates)
         ranked = inner.subquery("ranked")
         c = ranked.c
-        page = sa.select(*(c[col.name] for col in columns), c.score)
+        page = sa.select(*c)
         if after is not None:
             bound = sa.bindparam("after_score", after.score, type_=sa.Float)
             page = page.where(
@@ -368,34 +370,51 @@ class SearchRepository:
                 )
             )
         page = page.order_by(c.score.desc(), c.session_id, c.seq.desc()).limit(limit)
+        ranks = (await self.db.execute(page)).all()
+        if not ranks:
+            return []
         if sqlite:
-            page = page.add_columns(c.fts_rowid)
-            rows = (await self.db.execute(page)).all()
+            rowids = [r._mapping["fts_rowid"] for r in ranks]
+            read = sa.select(*columns, rowid.label("fts_rowid")).where(rowid.in_(rowids))
+            by_rowid = {r._mapping["fts_rowid"]: r for r in (await self.db.execute(read)).all()}
             match = " OR ".join(_fts_phrase((w,)) for w in terms.terms)
-            snippets = await self._fts_snippets(match, [r._mapping["fts_rowid"] for r in rows])
-            found = [(r, snippets.get(r._mapping["fts_rowid"])) for r in rows]
+            snippets = await self._fts_snippets(match, rowids)
+            found = [
+                (
+                    by_rowid[r._mapping["fts_rowid"]],
+                    r._mapping["score"],
+                    snippets.get(r._mapping["fts_rowid"]),
+                )
+                for r in ranks
+                if r._mapping["fts_rowid"] in by_rowid
+            ]
         else:
-            paged = page.add_columns(c.indexed_text).subquery("paged")
-            # Snippets for the page only, after the sort and limit.
-            final = sa.select(
-                *(paged.c[col.name] for col in columns),
-                paged.c.score,
+            keys = [(r._mapping["session_id"], r._mapping["seq"]) for r in ranks]
+            read = sa.select(
+                *columns,
                 sa.func.ts_headline(
-                    _PG_CONFIG, paged.c.indexed_text, _pg_match_query(terms), _PG_HEADLINE_OPTIONS
+                    _PG_CONFIG, _PG_INDEXED_TEXT, _pg_match_query(terms), _PG_HEADLINE_OPTIONS
                 ).label("snippet"),
-            ).order_by(paged.c.score.desc(), paged.c.session_id, paged.c.seq.desc())
-            rows = (await self.db.execute(final)).all()
-            found = [(r, r._mapping["snippet"]) for r in rows]
+            ).where(t.c.tenant_id == tenant_id, sa.tuple_(t.c.session_id, t.c.seq).in_(keys))
+            by_key = {
+                (r._mapping["session_id"], r._mapping["seq"]): r
+                for r in (await self.db.execute(read)).all()
+            }
+            found = [
+                (by_key[k], r._mapping["score"], by_key[k]._mapping["snippet"])
+                for k, r in zip(keys, ranks, strict=True)
+                if k in by_key
+            ]
         return [
             SearchHit(
                 session_id=r._mapping["session_id"],
                 item=item_of_row(r),
                 archived=bool(r._mapping["archived"]),
                 archived_reason=r._mapping["archived_reason"],
-                score=float(r._mapping["score"]),
+                score=float(score),
                 snippet=snippet,
             )
-            for r, snippet in found
+            for r, score, snippet in found
         ]
 
     async def _fts_snippets(self, match: str, rowids: list[int]) -> dict[int, str | None]:
