@@ -1,14 +1,17 @@
 """Search use cases: full-text search over one session's memory or history, and across every
 session of the tenant the caller may see (its key's session prefix applies).
 
-A query is words; operators and punctuation are words too, never syntax. A query with no word
-in it (whitespace or punctuation only) matches nothing: an empty result, not an error. Only an
-empty ``q`` is refused (the API declares ``minLength: 1``).
+A query is words (any of them matches, ranked by BM25: app/domain/fulltext.py); operators and
+punctuation are words too, never syntax (a ``"quoted phrase"`` is matched as a phrase). A query
+with no word in it, or only stop words, matches nothing: an empty result, not an error. Only
+an empty ``q`` is refused (the API declares ``minLength: 1``). Scores are on one 0..1 scale in
+every mode (``app.domain.recall.fuse``).
 
 Pages are keyset pages: a cursor names where the previous page ended (score, session id,
-seq), so a deep page costs what the first one does. A tenant-wide search ranks at most
-``TENANT_CANDIDATES`` matching items, so it stays bounded however large the tenant grows; one
-session's search ranks all of that session's matches."""
+seq), so a deep page costs what the first one does. A tenant-wide search ranks the best
+``TENANT_CANDIDATES`` matching items (the same set on every page), so it stays bounded however
+large the tenant grows; one session's search ranks all of that session's matches (on Postgres,
+its bounded candidates: app/store/search.py)."""
 
 from __future__ import annotations
 
@@ -62,8 +65,8 @@ def check_query(q: str) -> str:
     return text
 
 
-# A tenant-wide search ranks at most this many matching items (the first the index yields):
-# its cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
+# A tenant-wide search ranks at most this many matching items (the best, in page order): its
+# cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
 TENANT_CANDIDATES = 1000
 # A tenant-wide semantic or hybrid search compares the query with at most this many vectors
 # (without an ANN index): about 15 MB of float32 at 384 dimensions, a bounded read.

@@ -123,8 +123,8 @@ async def search_session(
     response_model=SearchResults,
     operation_id="searchAll",
     summary="Search across the tenant's sessions (full text, by meaning, or both), best first",
-    description=f"Full text ranks at most the first {service.TENANT_CANDIDATES} matching items "
-    f"the index finds, and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
+    description=f"Full text ranks at most the best {service.TENANT_CANDIDATES} matching items "
+    f"(the same set on every page), and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
     "(every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A "
     "query that matches more should be narrowed, or asked of one session.",
     responses={
