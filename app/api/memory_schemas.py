@@ -319,7 +319,9 @@ class HistoryList(BaseModel):
 
 class SearchScores(BaseModel):
     fulltext: float | None = Field(
-        description="The full-text ranker's score (null: not a full-text match)"
+        description="The full-text score, 0 to 1: BM25 relative to the query's weight (about "
+        "0.5: an average-length item holding every query word once), items holding the "
+        "query's exact tokens and quoted phrases above the rest (null: not a full-text match)"
     )
     semantic: float | None = Field(
         description="Cosine similarity of the item's vector to the query's (null: not ranked "
@@ -331,7 +333,12 @@ class SearchHitRead(BaseModel):
     session_id: str
     seq: int
     item: ItemRead
-    score: float = Field(description="Higher is better (comparable within one response)")
+    score: float = Field(
+        description="Relevance, 0 to 1, on one scale in every mode (docs/semantic-search.md): "
+        "`fulltext`: `scores.fulltext`; `semantic`: the similarity above the floor, "
+        "`(similarity - min_score) / (1 - min_score)`; `hybrid`: a weighted sum of the two "
+        "(in a lookup by exact token, hits holding it score 0.5 or more, the rest below 0.5)"
+    )
     snippet: str | None = Field(description="Matching text, matches in [brackets]")
     archived: bool
     archived_reason: str | None

@@ -2,22 +2,25 @@
 
 Two rankers disagree in kind. Full text is precise on rare exact tokens (a file name, an error
 code, a commit hash, a ticket id) and blind to paraphrase; an embedding model finds paraphrase
-and blurs exact tokens (``E1042`` and ``E1024`` embed alike). Fusing them with equal weight
-lets the keyword ranker's noise push the semantic ranker's finds out of the top (measured in
-bench/RESULTS.md). ``fuse`` therefore weighs the full-text ranking by what the query is:
+and blurs exact tokens (``E1042`` and ``E1024`` embed alike). ``fuse`` puts both on the one
+score scale every search mode answers on, 0 to 1, and combines them:
 
-- a query holding an **exact-token shape** (``exact_tokens``: a digit, inner punctuation as in
-  ``retry.py`` or ``PAY-1234``, camelCase, a long hex string, ALL-CAPS) is a lookup: full-text
-  hits come first, in full-text order, then the semantic-only hits;
-- any other query is a question: the ranks are fused by weighted reciprocal rank fusion,
-  ``SEMANTIC_WEIGHT / (RRF_K + rank)`` plus ``FULLTEXT_WEIGHT / (RRF_K + rank)``, with the
-  semantic ranking weighing more, so a word shared by chance does not outrank meaning, while
-  an item both rankers agree on still rises.
+- **full text**: the 0..1 score of ``app.domain.fulltext.fulltext_score`` (BM25 relative to the
+  query's weight; an item holding the query's exact tokens and quoted phrases scores more than
+  any item holding fewer);
+- **semantic**: a cosine similarity ``c`` at or above the floor ``min_score`` (below it the
+  "nearest" items are merely the least unrelated ones and are dropped) maps to
+  ``(c - min_score) / (1 - min_score)``: 0 at the floor, 1 for the same meaning;
+- **hybrid**: ``FULLTEXT_WEIGHT * fulltext + (1 - FULLTEXT_WEIGHT) * semantic`` (a ranker that
+  did not find the item gives 0), the weight chosen on the dev sets of bench/recall.py
+  (bench/RESULTS.md, "Full text that ranks"). In a **lookup** (the query holds an exact token
+  or a quoted phrase, and some full-text hit holds every one), the hits holding them come
+  first: their fused score ``h`` is reported as ``0.5 + h / 2``, every other hit's as
+  ``h / 2``. Otherwise (a question) the hits found by meaning come first, then those only
+  full text found.
 
-A semantic-only hit (no full-text match) is kept only when its cosine similarity is at least
-``min_score`` (``DEFAULT_MIN_SCORE`` unless the request says): below it the "nearest" items are
-merely the least unrelated ones, and a search would answer every query with the whole session.
-Full-text hits are never dropped by the threshold: they matched the query's words.
+The floor is one number per embedding model (``relevance_floor``), measured on data: the
+similarity below which unrelated text lands. A request's ``min_score`` overrides it.
 
 Only the standard library is used; the vector math at scale (numpy) lives in app.embeddings.
 """
@@ -33,26 +36,47 @@ from typing import Generic, Literal, TypeVar
 __all__ = [
     "DEFAULT_MIN_SCORE",
     "FULLTEXT_WEIGHT",
-    "RRF_K",
-    "SEMANTIC_WEIGHT",
+    "RELEVANCE_FLOORS",
     "FusedHit",
     "cosine",
     "exact_tokens",
     "fuse",
+    "relevance_floor",
+    "semantic_score",
 ]
 
 K = TypeVar("K", bound=Hashable)
 Mode = Literal["fulltext", "semantic", "hybrid"]
 
-RRF_K = 60
-SEMANTIC_WEIGHT = 1.0
-FULLTEXT_WEIGHT = 0.5
-# Cosine similarity below which a semantic-only hit is not returned. Chosen on the recall set
-# of bench/recall.py for the builtin model (all-MiniLM-L6-v2): planted facts matched their
-# paraphrased question at 0.28 and above in most cases, unrelated session items at below
-# 0.25 for most queries (docs/semantic-search.md gives the figures). Other models have other
-# scales: a request's ``min_score`` overrides it.
+# The share of the full-text score in a hybrid score (module doc): the largest at which hybrid
+# stayed level with the better ranker at R@5 and R@10 on every dev set of bench/recall.py
+# (bench/RESULTS.md, "Full text that ranks"; 0.1 already lost 2 of 70 dialogue questions).
+FULLTEXT_WEIGHT = 0.05
+# The cosine similarity below which a semantic hit is not returned, for a model this table
+# does not name (and the default of a recall request). Other models have other scales.
 DEFAULT_MIN_SCORE = 0.25
+# Per embedding model (by its ``model`` name): the similarity unrelated text reaches, measured
+# by bench/recall.py ("floor" lines): off-topic questions against a session (their best
+# match), against the planted facts' paraphrased questions (their target's similarity).
+# all-MiniLM-L6-v2: off-topic best matches 0.14-0.31 (median 0.22), paraphrase targets at
+# 0.28 and above for 90% of them.
+RELEVANCE_FLOORS: dict[str, float] = {
+    "all-MiniLM-L6-v2-int8": 0.25,
+}
+
+
+def relevance_floor(model: str) -> float:
+    """The default ``min_score`` of searches by meaning with ``model``'s vectors."""
+    return RELEVANCE_FLOORS.get(model, DEFAULT_MIN_SCORE)
+
+
+def semantic_score(similarity: float, min_score: float) -> float:
+    """A cosine similarity at or above ``min_score`` on the 0..1 scale: 0 at the floor, 1 at
+    identity (a floor of 1 or more: 1 for any similarity reaching it)."""
+    if min_score >= 1.0:
+        return 1.0
+    return max(0.0, min(1.0, (similarity - min_score) / (1.0 - min_score)))
+
 
 _TOKEN = re.compile(r"[\w][\w./:#@\\-]*[\w]|\w", re.UNICODE)
 _HEX = re.compile(r"[0-9a-f]{7,}", re.IGNORECASE)
@@ -119,22 +143,27 @@ def fuse(
     mode: Mode = "hybrid",
     min_score: float = DEFAULT_MIN_SCORE,
     limit: int | None = None,
+    fulltext_weight: float = FULLTEXT_WEIGHT,
 ) -> list[FusedHit[K]]:
-    """One ranking from a full-text ranking and a semantic one, each best first as
-    ``(key, score)`` (the semantic score is a cosine similarity; a key repeated in one ranking
-    counts at its first place).
+    """One ranking from a full-text ranking (``(key, score)``, scores on the 0..1 scale of
+    ``app.domain.fulltext``) and a semantic one (``(key, cosine similarity)``), each best
+    first (a key repeated in one ranking counts at its first place); module doc for the rule.
 
     Invariants:
     - every hit is a full-text hit, or a semantic hit with similarity >= ``min_score``;
-      each key at most once; scores never increase down the list; at most ``limit`` hits;
-    - ``mode="fulltext"``: exactly the full-text ranking; ``mode="semantic"``: exactly the
-      semantic hits at or above ``min_score``, in their order;
-    - hybrid: every full-text hit is kept; with an exact token in the query, the full-text
-      hits come first in their own order; with an empty full-text ranking, the result is the
-      semantic one (as ``mode="semantic"`` gives it);
+      each key at most once; scores in [0, 1], never increasing down the list; at most
+      ``limit`` hits; ``fulltext`` and ``semantic`` carry what each ranker said (None: absent);
+    - ``mode="fulltext"``: exactly the full-text ranking (its scores clamped to [0, 1]);
+      ``mode="semantic"``: exactly the semantic hits at or above ``min_score``, in their order;
+    - hybrid: every full-text hit is kept; with exact tokens or quoted phrases in the query,
+      the full-text hits holding every one come first; otherwise every semantic hit comes
+      before every full-text-only one; with an empty full-text ranking, the order is the
+      semantic one;
     - the same inputs give the same output (ties: the earlier full-text, then semantic, place).
     """
-    ft = _dedupe(fulltext)
+    from app.domain.fulltext import query_terms  # fulltext imports exact_tokens from here
+
+    ft = [(k, max(0.0, min(1.0, s))) for k, s in _dedupe(fulltext)]
     sem = _dedupe(semantic)
     ft_score = dict(ft)
     sem_score = dict(sem)
@@ -142,41 +171,37 @@ def fuse(
     if mode == "fulltext":
         hits = [FusedHit(k, s, s, sem_score.get(k)) for k, s in ft]
     elif mode == "semantic":
-        hits = [FusedHit(k, s, ft_score.get(k), s) for k, s in sem if s >= min_score]
+        hits = [
+            FusedHit(k, semantic_score(s, min_score), ft_score.get(k), s)
+            for k, s in sem
+            if s >= min_score
+        ]
     else:
-        kept_sem = [(k, s) for k, s in sem if s >= min_score or k in ft_score]
-        if exact_tokens(query) and ft:
-            # A lookup: the full-text order first (scores above any semantic-only one).
-            n = len(ft)
-            hits = [
-                FusedHit(k, 1.0 + (n - i) / n, s, sem_score.get(k)) for i, (k, s) in enumerate(ft)
-            ]
-            rest = [(k, s) for k, s in kept_sem if k not in ft_score]
-            hits += [FusedHit(k, max(0.0, min(1.0, s)) * 0.999, None, s) for k, s in rest]
+        order: dict[K, int] = {}
+        for k, _ in ft:
+            order.setdefault(k, len(order))
+        for k, s in sem:
+            if s >= min_score:
+                order.setdefault(k, len(order))
+        w = max(0.0, min(1.0, fulltext_weight))
+        fused = {
+            k: w * ft_score.get(k, 0.0)
+            + (1.0 - w) * (semantic_score(sem_score[k], min_score) if k in sem_score else 0.0)
+            for k in order
+        }
+        phrases = len(query_terms(query).phrases)  # exact tokens and quoted phrases
+        holding = {k for k, s in ft if phrases and s >= phrases / (phrases + 1)}
+        if holding:  # a lookup: the items holding every exact phrase first
+            fused = {k: (0.5 + h / 2 if k in holding else h / 2) for k, h in fused.items()}
+        if holding:
+            ranked = sorted(order, key=lambda k: (-fused[k], order[k]))
         else:
-            # A question: weighted RRF over the items semantic search finds plausible (at or
-            # above min_score), full text raising those it also matched; full-text hits that
-            # are not plausible follow, in full-text order. A keyword ranker's chance matches
-            # (a shared common word) so never push a semantic find out of the top.
-            plausible = {k for k, s in kept_sem if s >= min_score}
-            fused: dict[K, float] = {}
-            order: dict[K, int] = {}
-            for rank, (k, _) in enumerate(kept_sem, start=1):
-                if k in plausible:
-                    fused[k] = SEMANTIC_WEIGHT / (RRF_K + rank)
-                    order[k] = len(order)
-            for rank, (k, _) in enumerate(ft, start=1):
-                if k in plausible:
-                    fused[k] += FULLTEXT_WEIGHT / (RRF_K + rank)
-            ranked = sorted(fused, key=lambda k: (-fused[k], order[k]))
-            hits = [FusedHit(k, fused[k], ft_score.get(k), sem_score.get(k)) for k in ranked]
-            floor = min(fused.values(), default=1.0)
-            tail = [(k, s) for k, s in ft if k not in plausible]
-            n = len(tail)
-            hits += [
-                FusedHit(k, floor * (n - i) / (n + 1), s, sem_score.get(k))
-                for i, (k, s) in enumerate(tail)
-            ]
+            # A question: the hits found by meaning (at or above the floor) first, then the
+            # full-text-only ones (bench/RESULTS.md: a full-text-only hit ranked among them
+            # cost recall on every dev set).
+            found = {k for k, s in sem if s >= min_score}
+            ranked = sorted(order, key=lambda k: (k not in found, -fused[k], order[k]))
+        hits = [FusedHit(k, fused[k], ft_score.get(k), sem_score.get(k)) for k in ranked]
     # Scores are made non-increasing even where a ranker's own scores were not.
     out: list[FusedHit[K]] = []
     for hit in hits:

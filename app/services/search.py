@@ -1,14 +1,17 @@
 """Search use cases: full-text search over one session's memory or history, and across every
 session of the tenant the caller may see (its key's session prefix applies).
 
-A query is words; operators and punctuation are words too, never syntax. A query with no word
-in it (whitespace or punctuation only) matches nothing: an empty result, not an error. Only an
-empty ``q`` is refused (the API declares ``minLength: 1``).
+A query is words (any of them matches, ranked by BM25: app/domain/fulltext.py); operators and
+punctuation are words too, never syntax (a ``"quoted phrase"`` is matched as a phrase). A query
+with no word in it, or only stop words, matches nothing: an empty result, not an error. Only
+an empty ``q`` is refused (the API declares ``minLength: 1``). Scores are on one 0..1 scale in
+every mode (``app.domain.recall.fuse``).
 
 Pages are keyset pages: a cursor names where the previous page ended (score, session id,
-seq), so a deep page costs what the first one does. A tenant-wide search ranks at most
-``TENANT_CANDIDATES`` matching items, so it stays bounded however large the tenant grows; one
-session's search ranks all of that session's matches."""
+seq), so a deep page costs what the first one does. A tenant-wide search ranks the best
+``TENANT_CANDIDATES`` matching items (the same set on every page), so it stays bounded however
+large the tenant grows; one session's search ranks all of that session's matches (on Postgres,
+its bounded candidates: app/store/search.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from typing import Literal
 import numpy as np
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
-from app.domain.recall import DEFAULT_MIN_SCORE, FusedHit, fuse
+from app.domain.fulltext import needs_no_footing
+from app.domain.recall import FusedHit, fuse, relevance_floor
 from app.embeddings import Embedder, EmbeddingError
 from app.embeddings.vectors import nearest_matrix, nearest_packed
 from app.services.access import load_session
@@ -61,8 +65,8 @@ def check_query(q: str) -> str:
     return text
 
 
-# A tenant-wide search ranks at most this many matching items (the first the index yields):
-# its cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
+# A tenant-wide search ranks at most this many matching items (the best, in page order): its
+# cost is bounded, whatever the tenant holds. A query matching more should be narrowed.
 TENANT_CANDIDATES = 1000
 # A tenant-wide semantic or hybrid search compares the query with at most this many vectors
 # (without an ANN index): about 15 MB of float32 at 384 dimensions, a bounded read.
@@ -169,8 +173,9 @@ def _semantic_off() -> SemanticSearchOff:
     return SemanticSearchOff("semantic search is off on this server (EMBEDDINGS__PROVIDER=none)")
 
 
-# What a semantic or hybrid search fuses: the full-text hits (none for ``semantic``) and the
-# ranking by meaning, (session id, seq) -> similarity, nearest first.
+# What a semantic or hybrid search fuses: the full-text hits (for ``semantic``, at most one:
+# whether the query has a footing in the searched items) and the ranking by meaning,
+# (session id, seq) -> similarity, nearest first.
 _Rankings = tuple[list[SearchHit], list[tuple[tuple[str, int], float]]]
 
 
@@ -180,7 +185,7 @@ async def _search_in_mode(
     *,
     q: str,
     mode: Mode,
-    min_score: float,
+    min_score: float | None,
     limit: int,
     cursor: str | None,
     fulltext: Callable[[], Awaitable[tuple[list[SearchHit], str | None]]],
@@ -191,7 +196,12 @@ async def _search_in_mode(
     ``fulltext()``: the full-text page (for ``fulltext``, and for ``hybrid`` when semantic
     search is off or the query cannot be embedded); ``check_access()``: refuses a caller who
     may not search there, after the query and cursor are checked and before the query is
-    embedded; ``rank(model, text, query_vector)``: the two rankings to fuse."""
+    embedded; ``rank(model, text, query_vector)``: the two rankings to fuse.
+
+    Relevance floor: a query none of whose terms occurs in the searched items (full text finds
+    nothing) gets no hit by meaning either, unless it is written in a script full text does
+    not split into words (``app.domain.fulltext.needs_no_footing``); a hit by meaning needs a
+    similarity of at least ``min_score`` (None: the model's ``relevance_floor``)."""
     embedder = rt.embedder
     if mode == "semantic" and embedder is None:
         raise _semantic_off()
@@ -209,6 +219,13 @@ async def _search_in_mode(
     if query_vector is None:
         return _fulltext_page(*await fulltext())
     ft_hits, semantic = await rank(embedder.model, text, query_vector)
+    if not ft_hits and not needs_no_footing(text):
+        # No term of the query occurs in the searched items: nothing there is about it, and
+        # the nearest vectors are only the least unrelated ones (a random token's neighbours
+        # reach the similarity of a true paraphrase: bench/RESULTS.md).
+        semantic = []
+    if mode == "semantic":
+        ft_hits = []  # they were read for the footing only
     return await _fused_page(
         rt,
         actor,
@@ -216,7 +233,7 @@ async def _search_in_mode(
         mode=mode,
         ft_hits=ft_hits,
         semantic=semantic,
-        min_score=min_score,
+        min_score=relevance_floor(embedder.model) if min_score is None else min_score,
         limit=limit,
         after=after,
     )
@@ -236,7 +253,7 @@ async def search_session_modes(
     limit: int,
     cursor: str | None = None,
     mode: Mode = "fulltext",
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float | None = None,
 ) -> SearchPage:
     """One session's search in ``mode``. ``fulltext`` is ``search_session``. ``semantic``
     and ``hybrid`` rank by meaning the session's items that have a vector of the current
@@ -252,16 +269,12 @@ async def search_session_modes(
     async def rank(model: str, text: str, query_vector: list[float]) -> _Rankings:
         history = scope == "history"
         async with rt.store.read() as db:
-            ft_hits = (
-                await SearchRepository(db).search(
-                    actor.tenant_id,
-                    text,
-                    session_id=session_id,
-                    include_archived=history,
-                    limit=SEMANTIC_CANDIDATES,
-                )
-                if mode == "hybrid"
-                else []
+            ft_hits = await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_id=session_id,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES if mode == "hybrid" else 1,
             )
             vectors = await session_vectors(
                 rt, db, actor.tenant_id, session_id, model, len(query_vector)
@@ -346,7 +359,7 @@ async def search_all_modes(
     limit: int,
     cursor: str | None = None,
     mode: Mode = "fulltext",
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float | None = None,
 ) -> SearchPage:
     """The tenant-wide search in ``mode``, over the sessions the caller may see. ``fulltext``
     is ``search_all``. ``semantic`` and ``hybrid`` rank by meaning at most
@@ -359,18 +372,14 @@ async def search_all_modes(
         history = scope == "history"
         now = utcnow()
         async with rt.store.read() as db:
-            ft_hits = (
-                await SearchRepository(db).search(
-                    actor.tenant_id,
-                    text,
-                    session_prefix=actor.session_prefix,
-                    include_archived=history,
-                    limit=SEMANTIC_CANDIDATES,
-                    candidates=TENANT_CANDIDATES,
-                    live_at=now,
-                )
-                if mode == "hybrid"
-                else []
+            ft_hits = await SearchRepository(db).search(
+                actor.tenant_id,
+                text,
+                session_prefix=actor.session_prefix,
+                include_archived=history,
+                limit=SEMANTIC_CANDIDATES if mode == "hybrid" else 1,
+                candidates=TENANT_CANDIDATES,
+                live_at=now,
             )
         if rt.pgvector:  # the HNSW index over every vector of the caller's sessions
             async with rt.store.read(snapshot=True) as db:

@@ -70,8 +70,13 @@ async def test_a_cursor_is_opaque_and_checked(client: httpx.AsyncClient, sid: st
             assert problem["errors"][0]["loc"][-1] == "cursor", problem
     # a cursor is a position: one from another search, or any string of the published
     # pattern, is valid (it cannot leak anything), as the spec promises
-    for position in (cursor, "ffffffffffffffff.5.00", "7ff0000000000000.999999999999999999.",
-                     "0000000000000001.0." + "ff" * 1024, "3ff0000000000000.3." + "e29883" * 300):
+    for position in (
+        cursor,
+        "ffffffffffffffff.5.00",
+        "7ff0000000000000.999999999999999999.",
+        "0000000000000001.0." + "ff" * 1024,
+        "3ff0000000000000.3." + "e29883" * 300,
+    ):
         for url in ("/v1/search", f"/v1/sessions/{sid}/search"):
             r = await client.get(url, params={"q": w, "cursor": position})
             assert r.status_code == 200, (position, r.text)
@@ -80,18 +85,31 @@ async def test_a_cursor_is_opaque_and_checked(client: httpx.AsyncClient, sid: st
 async def test_tenant_wide_search_ranks_a_bounded_candidate_set(
     client: httpx.AsyncClient, sid: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Tenant-wide, at most TENANT_CANDIDATES matches are ranked (and paged through); one
-    session's search still ranks all of that session's matches."""
+    """Tenant-wide, at most TENANT_CANDIDATES matches are ranked (and paged through): the best
+    ones, in page order, so that every page is cut from the same set (issue 41 item 15: the
+    first matches the index yielded, unordered, left the best hit out and let pages repeat
+    or skip). One session's search still ranks all of that session's matches."""
     monkeypatch.setattr(search_service, "TENANT_CANDIDATES", 4)
     w = word()
     for n in range(3):
         await create(client, f"{sid}-{n}")
         await append(client, f"{sid}-{n}", [user(f"{w} {'again ' * k}") for k in range(3)])
-    tenant = [h for page in await pages(client, "/v1/search", q=w, limit=3) for h in page]
-    assert len(tenant) == 4 and len(set(keys(tenant))) == 4
-    scores = [h["score"] for h in tenant]
+    await create(client, f"{sid}-3")
+    await append(client, f"{sid}-3", [user(f"{w} {w} {w}", id="best")])  # appended last
+    whole = (await client.get("/v1/search", params={"q": w, "limit": 100})).json()["items"]
+    assert len(whole) == 4 and whole[0]["item"]["id"] == "best"
+    scores = [h["score"] for h in whole]
     assert scores == sorted(scores, reverse=True)
-    one = [h for page in await pages(client, f"/v1/sessions/{sid}-0/search", q=w, limit=2) for h in page]
+    for limit in (1, 2, 3):
+        walked = [h for page in await pages(client, "/v1/search", q=w, limit=limit) for h in page]
+        assert keys(walked) == keys(whole), limit  # no repeat, no gap
+    one = [
+        h
+        for page in await pages(client, f"/v1/sessions/{sid}-0/search", q=w, limit=2)
+        for h in page
+    ]
     assert len(one) == 3
     monkeypatch.setattr(search_service, "TENANT_CANDIDATES", 1000)
-    assert len((await client.get("/v1/search", params={"q": w, "limit": 100})).json()["items"]) == 9
+    assert (
+        len((await client.get("/v1/search", params={"q": w, "limit": 100})).json()["items"]) == 10
+    )

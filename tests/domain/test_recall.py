@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.recall import DEFAULT_MIN_SCORE, cosine, exact_tokens, fuse
+from app.domain.fulltext import query_terms
+from app.domain.recall import (
+    DEFAULT_MIN_SCORE,
+    RELEVANCE_FLOORS,
+    cosine,
+    exact_tokens,
+    fuse,
+    relevance_floor,
+    semantic_score,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,17 +47,24 @@ def test_cosine() -> None:
         cosine([1.0], [1.0, 0.0])
 
 
-floats = st.floats(-1e6, 1e6, allow_nan=False)
 unit = st.floats(-1.0, 1.0, allow_nan=False)
+share = st.floats(0.0, 1.0, allow_nan=False)
 keys = st.integers(0, 40)
-ft_rankings = st.lists(st.tuples(keys, floats), max_size=15).map(
+ft_rankings = st.lists(st.tuples(keys, share), max_size=15).map(
     lambda r: sorted(r, key=lambda kv: -kv[1])
 )
 sem_rankings = st.lists(st.tuples(keys, unit), max_size=25).map(
     lambda r: sorted(r, key=lambda kv: -kv[1])
 )
 queries = st.sampled_from(
-    ["when does the password rotate", "E1042", "who owns billing", "retry.py timeout", "x"]
+    [
+        "when does the password rotate",
+        "E1042",
+        "who owns billing",
+        "retry.py timeout",
+        "x",
+        '"cold storage" backups',
+    ]
 )
 modes = st.sampled_from(["fulltext", "semantic", "hybrid"])
 
@@ -81,17 +95,23 @@ def test_fusion_invariants(
         # Only a full-text hit, or a semantic one at or above the threshold, is returned.
         assert h.key in ft_first or sem_first[h.key] >= min_score
         assert h.fulltext == ft_first.get(h.key) and h.semantic == sem_first.get(h.key)
-        assert math.isfinite(h.score)
+        assert 0.0 <= h.score <= 1.0  # one scale
     if mode == "fulltext":
         assert keys_out == list(ft_first)[:limit]
+        assert [h.score for h in hits] == [ft_first[k] for k in keys_out]
     if mode == "semantic":
         assert keys_out == [k for k, s in sem_first.items() if s >= min_score][:limit]
+        assert all(h.score == semantic_score(sem_first[h.key], min_score) for h in hits)
     if mode == "hybrid":
         full = fuse(ft, sem, query=query, mode="hybrid", min_score=min_score)
         assert [h.key for h in full][:limit] == keys_out  # limit only cuts
         assert set(ft_first) <= {h.key for h in full}  # no full-text hit is lost
-        if exact_tokens(query) and ft_first:
-            assert [h.key for h in full][: len(ft_first)] == list(ft_first)
+        phrases = len(query_terms(query).phrases)
+        holding = [k for k, s in ft_first.items() if phrases and s >= phrases / (phrases + 1)]
+        assert {h.key for h in full[: len(holding)]} == set(holding)  # a lookup: holders first
+        if not holding:  # a question: every hit by meaning before the full-text-only ones
+            by_meaning = [h.semantic is not None and h.semantic >= min_score for h in full]
+            assert by_meaning == sorted(by_meaning, reverse=True)
         if not ft_first:
             assert [h.key for h in full] == [k for k, s in sem_first.items() if s >= min_score]
     # Deterministic.
@@ -99,31 +119,59 @@ def test_fusion_invariants(
 
 
 @settings(max_examples=200, deadline=None)
-@given(sem_rankings, queries)
-def test_full_text_noise_never_lifts_an_implausible_item_over_a_plausible_one(
-    sem: list[tuple[int, float]], query: str
+@given(ft_rankings, sem_rankings, st.sampled_from(["who owns billing", "when does it rotate"]))
+def test_a_hit_better_on_both_rankers_never_ranks_below(
+    ft: list[tuple[int, float]], sem: list[tuple[int, float]], query: str
 ) -> None:
-    """On a question (no exact token), a full-text hit the semantic ranker finds below the
-    threshold ranks after every semantic hit above it, whatever its full-text rank."""
-    if exact_tokens(query):
-        return
-    sem_first = first_places(sem)
-    noise = [(k, 100.0 - i) for i, k in enumerate(range(41, 60))]  # full-text-only hits
-    hits = fuse(noise, sem, query=query, min_score=DEFAULT_MIN_SCORE)
-    plausible = [
-        h.key for h in hits if h.key in sem_first and sem_first[h.key] >= DEFAULT_MIN_SCORE
-    ]
-    assert [h.key for h in hits][: len(plausible)] == plausible
+    """On a question (no exact token), among the hits found by meaning (and among the rest), an
+    item both rankers score at least as high as another ranks at least as high: the fusion is
+    monotone in each ranker's score."""
+    hits = fuse(ft, sem, query=query, min_score=DEFAULT_MIN_SCORE)
+    ft_first, sem_first = first_places(ft), first_places(sem)
+
+    def parts(k: int) -> tuple[float, float]:
+        s = sem_first.get(k)
+        return ft_first.get(k, 0.0), semantic_score(s, DEFAULT_MIN_SCORE) if s is not None else 0.0
+
+    place = {h.key: i for i, h in enumerate(hits)}
+    found = {k for k, s in sem_first.items() if s >= DEFAULT_MIN_SCORE}
+    for a in place:
+        for b in place:
+            if (a in found) != (b in found):
+                continue
+            fa, sa_ = parts(a)
+            fb, sb = parts(b)
+            if fa >= fb and sa_ >= sb and (fa, sa_) != (fb, sb):
+                assert place[a] < place[b]
 
 
-def test_an_exact_token_lookup_puts_the_full_text_hit_first() -> None:
-    ft = [(7, 3.2), (9, 0.4)]
+def test_the_score_scale() -> None:
+    # semantic: 0 at the floor, 1 at identity
+    assert semantic_score(0.25, 0.25) == 0.0 and semantic_score(1.0, 0.25) == 1.0
+    assert semantic_score(0.625, 0.25) == pytest.approx(0.5)
+    # hybrid: the weighted sum; each ranker's absence counts 0
+    [both, sem_only, ft_only] = fuse(
+        [(1, 0.6), (3, 0.5)], [(1, 0.625), (2, 1.0)], query="who owns billing", fulltext_weight=0.5
+    )
+    assert both.key == 1 and both.score == pytest.approx(0.5 * 0.6 + 0.5 * 0.5)
+    assert sem_only.key == 2 and sem_only.score == pytest.approx(0.5)
+    assert ft_only.key == 3 and ft_only.score == pytest.approx(0.25)
+    assert relevance_floor("all-MiniLM-L6-v2-int8") == RELEVANCE_FLOORS["all-MiniLM-L6-v2-int8"]
+    assert relevance_floor("some-other-model") == DEFAULT_MIN_SCORE
+
+
+def test_an_exact_token_lookup_puts_the_items_holding_it_first() -> None:
+    # Full-text scores of a one-token lookup: 0.5 and above for the items holding the token.
+    ft = [(7, 0.8), (9, 0.3)]
     sem = [(1, 0.9), (2, 0.8), (9, 0.7), (7, 0.3)]
-    assert [h.key for h in fuse(ft, sem, query="E1042")] == [7, 9, 1, 2]
-    # As a question, full text lifts what both rankers found (7 and 9, both plausible) over
-    # what only semantic search found.
-    assert [h.key for h in fuse(ft, sem, query="what broke")] == [9, 7, 1, 2]
-    # An item full text found but semantic search finds implausible follows every plausible one.
-    assert [h.key for h in fuse(ft, sem, query="what broke", min_score=0.5)] == [9, 1, 2, 7]
+    lookup = fuse(ft, sem, query="E1042")
+    assert [h.key for h in lookup][0] == 7 and lookup[0].score >= 0.5
+    assert all(h.score < 0.5 for h in lookup[1:])
+    # As a question, the same rankings fuse by the weighted sum, meaning weighing most; with
+    # a larger full-text weight, full text lifts what both rankers found.
+    assert [h.key for h in fuse(ft, sem, query="what broke")] == [1, 2, 9, 7]
+    assert [h.key for h in fuse(ft, sem, query="what broke", fulltext_weight=0.5)] == [9, 7, 1, 2]
+    # a full-text-only hit follows every hit by meaning
+    assert [h.key for h in fuse([(5, 0.9)], sem, query="what broke")][-1] == 5
     below = fuse([], [(1, 0.9), (2, 0.1)], query="what broke", mode="semantic")
     assert [h.key for h in below] == [1]

@@ -16,7 +16,6 @@ from app.api.problems import problem_responses
 from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
-from app.domain.recall import DEFAULT_MIN_SCORE
 from app.services import search as service
 from app.services.runtime import Encoded
 
@@ -28,8 +27,10 @@ Q = Annotated[
     Query(
         min_length=1,
         max_length=1000,
-        description="Words to find (all of them); a query with no word in it (only spaces or "
-        "punctuation) finds nothing",
+        description="Words to find: any of them matches, rare words weigh more, common words "
+        '(stop words) need not match, exact tokens (`E1042`, `retry.py`) and `"quoted '
+        'phrases"` rank first. A query with no word in it (only spaces, punctuation or stop '
+        "words) finds nothing",
     ),
 ]
 ScopeQuery = Annotated[
@@ -48,12 +49,13 @@ ModeQuery = Annotated[
     ),
 ]
 MinScore = Annotated[
-    float,
+    float | None,
     Query(
         ge=-1.0,
         le=1.0,
-        description="`semantic`/`hybrid`: a hit found only by meaning is returned when its "
-        "cosine similarity is at least this (docs/semantic-search.md)",
+        description="`semantic`/`hybrid`: a hit found by meaning counts when its cosine "
+        "similarity (`scores.semantic`) is at least this; omitted: the relevance floor of "
+        "the server's embedding model (docs/semantic-search.md)",
     ),
 ]
 CURSOR_PATTERN = service.CURSOR_PATTERN
@@ -100,7 +102,7 @@ async def search_session(
     limit: Limit = 20,
     cursor: Cursor = None,
     mode: ModeQuery = "hybrid",
-    min_score: MinScore = DEFAULT_MIN_SCORE,
+    min_score: MinScore = None,
 ) -> Response:
     page = await service.search_session_modes(
         rt,
@@ -121,8 +123,8 @@ async def search_session(
     response_model=SearchResults,
     operation_id="searchAll",
     summary="Search across the tenant's sessions (full text, by meaning, or both), best first",
-    description=f"Full text ranks at most the first {service.TENANT_CANDIDATES} matching items "
-    f"the index finds, and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
+    description=f"Full text ranks at most the best {service.TENANT_CANDIDATES} matching items "
+    f"(the same set on every page), and meaning at most {service.TENANT_VECTOR_CANDIDATES} embedded items "
     "(every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A "
     "query that matches more should be narrowed, or asked of one session.",
     responses={
@@ -142,7 +144,7 @@ async def search_all(
     limit: Limit = 20,
     cursor: Cursor = None,
     mode: ModeQuery = "hybrid",
-    min_score: MinScore = DEFAULT_MIN_SCORE,
+    min_score: MinScore = None,
 ) -> Response:
     page = await service.search_all_modes(
         rt,
