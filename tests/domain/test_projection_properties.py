@@ -46,7 +46,15 @@ from app.domain.projection import (
     unloaded_gaps,
 )
 from app.domain.tokens import IMAGE_TOKENS, get_encoding
-from tests.domain.strategies import FORMATS, OPAQUE_FAMILIES, Session, budgets, sessions, store
+from tests.domain.strategies import (
+    FORMATS,
+    OPAQUE_FAMILIES,
+    Session,
+    budgets,
+    repeated_call_sessions,
+    sessions,
+    store,
+)
 from tests.support.provider_validation import validate_payload_faithful
 
 PROPS = settings(
@@ -546,7 +554,14 @@ class Spec:
                 "gemini": it.format == "gemini",
             }[self.fmt]
         if isinstance(b, OpaqueItem):
-            if not isinstance(b.data.get("type"), str):  # untyped: no provider carries it
+            kind = b.data.get("type")
+            # untyped, or a core type missing its call_id or role (incomplete: only a core
+            # item that fails its model is opaque): no provider carries it
+            if not isinstance(kind, str) or kind in (
+                "function_call",
+                "function_call_output",
+                "message",
+            ):
                 return self.fmt == "canonical"
             return self.fmt == "canonical" or (
                 self.fmt == "openai-responses" and it.format in ("openai-responses", "canonical")
@@ -1518,3 +1533,60 @@ def test_windowed_projection_settles_without_loading_everything() -> None:
 
 
 _ = replace  # dataclasses.replace kept for readers extending these tests
+
+
+def _same_call(a: FunctionCallItem, b: FunctionCallItem) -> bool:
+    def value(arguments: str) -> Any:
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+
+    return a.name == b.name and value(a.arguments) == value(b.arguments)
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "openai-chat", "openai-responses", "anthropic"])
+@PROPS
+@given(session=repeated_call_sessions(), keep=st.integers(0, 6))
+def test_tier1_clears_stale_outputs_first(fmt: str, session: Session, keep: int) -> None:
+    """Tier 1 keeps the text of the N newest *current* outputs, then of the newest stale ones:
+    an output is stale when a later output answers another call of the same tool with the
+    same arguments (JSON-equal). It clears as many as before (all but N), the stale ones
+    first, and the report counts them; the invariants the tier must keep still hold."""
+    memory = session.items
+    calls = {it.body.call_id: it.body for it in memory if isinstance(it.body, FunctionCallItem)}
+    outputs = [it for it in memory if isinstance(it.body, FunctionCallOutputItem)]
+    stale = {
+        o.seq
+        for o in outputs
+        for later in outputs
+        if later.seq > o.seq
+        and later.body.call_id != o.body.call_id
+        and _same_call(calls[later.body.call_id], calls[o.body.call_id])
+    }
+    ranked = sorted(outputs, key=lambda o: (o.seq in stale, -o.seq))
+    keeps_text = {o.seq for o in ranked[:keep]}
+
+    result = project(session, Budget(max_recent_tool_results=keep), fmt)
+    notes = result.report.notes
+    n_cleared = len(outputs) - len(keeps_text)
+    n_stale = len(stale - keeps_text)
+    if n_cleared:
+        assert f"tier1: cleared {n_cleared} tool results, kept {len(keeps_text)}" in notes
+    assert ([f"tier1: cleared {n_stale} stale"] if n_stale else []) == [
+        n for n in notes if n.endswith(" stale")
+    ]
+    if fmt == "canonical":
+        shown = {w["seq"]: w for w in result.payload["items"] if "seq" in w}
+        for o in outputs:
+            cleared = str(shown[o.seq]["output"]).startswith("[tool result cleared: ")
+            assert cleared == (o.seq not in keeps_text), (o.seq, stale, keeps_text)
+    else:
+        validate(fmt, result.payload)
+    # an honest report, in order, deterministic
+    tokens, chars = recount(fmt, result.payload, result.report.tokenizer)
+    assert (result.report.projected_tokens, result.report.projected_chars) == (tokens, chars)
+    seqs = carried(fmt, result.payload, memory)
+    assert seqs == sorted(seqs)
+    again = project(session, Budget(max_recent_tool_results=keep), fmt)
+    assert json.dumps(again.payload, default=str) == json.dumps(result.payload, default=str)
