@@ -1590,3 +1590,94 @@ def test_tier1_clears_stale_outputs_first(fmt: str, session: Session, keep: int)
     assert seqs == sorted(seqs)
     again = project(session, Budget(max_recent_tool_results=keep), fmt)
     assert json.dumps(again.payload, default=str) == json.dumps(result.payload, default=str)
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "anthropic"])
+@PROPS
+@given(
+    session=repeated_call_sessions(),
+    keep=st.integers(0, 3),
+    step=CUT_STEPS,
+    data=st.data(),
+)
+def test_stale_first_keeps_the_stable_prefix(
+    fmt: str, session: Session, keep: int, step: float, data: st.DataObject
+) -> None:
+    """With ``cut: stable``, Tier 1 judges staleness before its clock point only: an append
+    that makes an output stale changes nothing the previous read promised (its
+    ``stable_prefix``) until the grid point moves."""
+    memory = session.items
+    total = sum(it.tokens for it in memory)
+    share = data.draw(st.sampled_from([0.25, 0.5, 1.0, 2.0]), label="budget share")
+    budget = Budget(
+        max_tokens=max(40, int(total * share)),
+        cut="stable",
+        cut_step=step,
+        max_recent_tool_results=keep,
+    )
+    k1 = data.draw(st.integers(1, len(memory)), label="read at")
+    k2 = data.draw(st.integers(k1, len(memory)), label="then at")
+    if regroups(memory[:k2], k1):
+        return
+    first = project(Session(items=memory[:k1], summary=None), budget, fmt)
+    second = project(Session(items=memory[:k2], summary=None), budget, fmt)
+    g1, g2 = grid_note(first.report.notes), grid_note(second.report.notes)
+    assert g1 is not None and g2 is not None
+    if (g1[0], g1[3]) != (g2[0], g2[3]):
+        return  # a step: the promise starts again
+    sp = first.report.stable_prefix
+    before, after = messages_of(fmt, first.payload), messages_of(fmt, second.payload)
+    assert dumped(after[:sp]) == dumped(before[:sp]), (sp, k1, k2)
+
+
+def test_stale_first_keeps_the_stable_prefix_on_every_read_pair() -> None:
+    """The same promise, checked on every pair of reads of one agent's session that reads the
+    same file again and again (random sessions rarely put a successor just past the clock
+    point, where judging staleness on every item would break the stable prefix)."""
+    same = '{"path": "a.py", "n": 1}'
+    bodies: list[Any] = [MessageItem(role="user", content="<<1>> read it")]
+    for call_ids, answered in (
+        ([2], [2]),
+        ([5, 6, 7], [5, 6, 7]),
+        ([11, 12, 13], [13]),
+        ([15], [15]),
+        ([17], [17]),
+    ):
+        if call_ids[0] > 2:
+            bodies.append(MessageItem(role="user", content=f"<<{len(bodies) + 1}>> again"))
+        for c in call_ids:
+            name = "run" if c == 6 else "read_file"
+            bodies.append(FunctionCallItem(call_id=f"call_{c}", name=name, arguments=same))
+        for c in answered:
+            bodies.append(
+                FunctionCallOutputItem(call_id=f"call_{c}", output=f"<<{len(bodies) + 1}>>")
+            )
+    memory = store([NewItem(body=b) for b in bodies])
+    total = sum(it.tokens for it in memory)
+    for keep in range(4):
+        for step in (0.1, 0.25, 0.5):
+            for share in (0.5, 1.0, 2.0):
+                budget = Budget(
+                    max_tokens=int(total * share),
+                    cut="stable",
+                    cut_step=step,
+                    max_recent_tool_results=keep,
+                )
+                reads = [
+                    project(Session(items=memory[:k], summary=None), budget, "openai-chat")
+                    for k in range(len(memory) + 1)
+                ]
+                for k1 in range(1, len(memory) + 1):
+                    for k2 in range(k1, len(memory) + 1):
+                        if regroups(memory[:k2], k1):
+                            continue
+                        first, second = reads[k1], reads[k2]
+                        g1 = grid_note(first.report.notes)
+                        g2 = grid_note(second.report.notes)
+                        assert g1 is not None and g2 is not None
+                        if (g1[0], g1[3]) != (g2[0], g2[3]):
+                            continue
+                        sp = first.report.stable_prefix
+                        before = messages_of("openai-chat", first.payload)[:sp]
+                        after = messages_of("openai-chat", second.payload)[:sp]
+                        assert dumped(after) == dumped(before), (keep, step, share, k1, k2)
