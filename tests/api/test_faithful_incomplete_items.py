@@ -148,3 +148,41 @@ async def test_an_output_without_call_id_never_answers_a_call_without_one(
         assert ctx.status_code == 200, ctx.text
         messages = ctx.json()["messages"]
         assert messages == [{"role": "user", "content": "go"}, {"role": "user", "content": "next"}]
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "openai-responses"])
+async def test_incomplete_items_go_through_snapshots_restore_and_fork(
+    client: httpx.AsyncClient, sid: str, fmt: str
+) -> None:
+    """A snapshot document holds them as they were sent; restoring it (by id, or as a
+    document into another session) and forking give them back the same."""
+    await create(client, sid)
+    sent = [user("hi"), *INCOMPLETE, user("bye")]
+    assert (await _post(client, sid, sent, fmt)).status_code == 201
+
+    async def listed(session_id: str) -> list[Any]:
+        r = await client.get(f"/v1/sessions/{session_id}/items", params={"format": fmt})
+        assert r.status_code == 200, r.text
+        items = r.json()["items"]
+        if fmt == "canonical":
+            return [{k: v for k, v in i.items() if k not in ENVELOPE} for i in items]
+        return items  # type: ignore[no-any-return]
+
+    snap = await client.post(f"/v1/sessions/{sid}/snapshots", json={"label": "incomplete"})
+    assert snap.status_code == 201, snap.text
+    document = await client.get(f"/v1/sessions/{sid}/snapshots/{snap.json()['id']}")
+    assert document.status_code == 200, document.text
+
+    other = sid + "-copy"
+    await create(client, other)
+    r = await client.post(f"/v1/sessions/{other}/restore", json={"snapshot": document.json()})
+    assert r.status_code == 200, r.text
+    assert await listed(other) == sent
+
+    assert (await _post(client, sid, [user("after the snapshot")], fmt)).status_code == 201
+    r = await client.post(f"/v1/sessions/{sid}/restore", json={"snapshot_id": snap.json()["id"]})
+    assert r.status_code == 200, r.text
+    assert await listed(sid) == sent
+    fork = await client.post(f"/v1/sessions/{sid}/fork", json={"new_session_id": sid + "-fork"})
+    assert fork.status_code == 201, fork.text
+    assert await listed(sid + "-fork") == sent
