@@ -194,6 +194,40 @@ class OpaqueItemCreate(_Open):
     metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
 
 
+class IncompleteCallCreate(_Open):
+    """A `function_call` or `function_call_output` whose `call_id` is missing, `null` or `""`
+    (the SDKs' own session stores keep them): stored whole, exactly as sent, and listed back
+    so; it pairs with nothing and no prompt carries it (the projection leaves it out with a
+    note). `id`, `pinned` and `metadata` are the envelope, as on every canonical item."""
+
+    type: Literal["function_call", "function_call_output"]
+    call_id: Literal[""] | None = Field(None, description='Missing, `null` or `""`')
+    id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="The service's item id; generated when omitted (409 if taken)",
+    )
+    pinned: StrictBool = Field(False, description="Always kept by projections and compactions")
+    metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
+
+
+class RolelessMessageCreate(_Open):
+    """A `message` without a `role` (missing or `null`; the SDKs' own session stores keep
+    them): stored whole, exactly as sent, and listed back so; no prompt carries it (the
+    projection leaves it out with a note). `id`, `pinned` and `metadata` are the envelope, as
+    on every canonical item."""
+
+    type: Literal["message"]
+    role: None = Field(None, description="Missing or `null`")
+    id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="The service's item id; generated when omitted (409 if taken)",
+    )
+    pinned: StrictBool = Field(False, description="Always kept by projections and compactions")
+    metadata: dict[str, JsonValue] | None = Field(None, description="Small JSON object (16 KiB)")
+
+
 # What makes an object an untyped item: neither a usable ``type`` nor a ``role``.
 _TYPED_OR_MESSAGE = {
     "anyOf": [
@@ -220,6 +254,8 @@ CanonicalItemCreate = Annotated[
     | FunctionCallCreate
     | FunctionCallOutputCreate
     | ReasoningCreate
+    | IncompleteCallCreate
+    | RolelessMessageCreate
     | OpaqueItemCreate
     | UntypedItemCreate,
     Field(union_mode="left_to_right"),
@@ -510,6 +546,25 @@ class ResponsesFunctionCallOutput(_ProviderEnvelope):
     status: JsonValue = _data("`in_progress`, `completed` or `incomplete`")
 
 
+class ResponsesIncompleteCall(_ProviderEnvelope):
+    """A `function_call` or `function_call_output` whose `call_id` is missing, `null` or `""`
+    (the SDKs' own session stores keep them): stored whole, exactly as sent, and listed back
+    so; it pairs with nothing and no prompt carries it (the projection leaves it out with a
+    note)."""
+
+    type: Literal["function_call", "function_call_output"]
+    call_id: Literal[""] | None = Field(None, description='Missing, `null` or `""`')
+
+
+class ResponsesRolelessMessage(_ProviderEnvelope):
+    """A `message` (its `type` given) without a `role` (missing or `null`; the SDKs' own
+    session stores keep them): stored whole, exactly as sent, and listed back so; no prompt
+    carries it (the projection leaves it out with a note)."""
+
+    type: Literal["message"]
+    role: None = Field(None, description="Missing or `null`")
+
+
 class ResponsesSummaryText(_Open):
     type: Literal["summary_text"]
     text: str
@@ -750,6 +805,8 @@ ResponsesItem = Annotated[
     ResponsesMessage
     | ResponsesFunctionCall
     | ResponsesFunctionCallOutput
+    | ResponsesIncompleteCall
+    | ResponsesRolelessMessage
     | ResponsesReasoning
     | ResponsesFileSearchCall
     | ResponsesWebSearchCall

@@ -27,7 +27,7 @@ from app.api.append_schemas import AppendRequest
 from app.api.session_ids import SESSION_ID_DESCRIPTION, SessionIdValue
 from app.domain.compaction.auto import AutoCompactConfig
 from app.domain.items import (
-    CORE_TYPES,
+    OPAQUE_TYPE_SCHEMA,
     FunctionCallItem,
     FunctionCallOutputItem,
     MessageItem,
@@ -310,12 +310,16 @@ class StoredOpaque(BaseModel):
     compaction, ...) or any other JSON object (untyped: without a usable `type`): the item as
     it was sent, plus the envelope fields."""
 
-    model_config = ConfigDict(extra="allow", title="StoredOpaque")
+    model_config = ConfigDict(
+        extra="allow", title="StoredOpaque", json_schema_extra=OPAQUE_TYPE_SCHEMA
+    )
 
-    type: Annotated[Any, WithJsonSchema({"not": {"enum": sorted(CORE_TYPES)}})] = Field(
+    type: Annotated[Any, WithJsonSchema({})] = Field(
         None,
-        description="Any type but the four the canonical model renders itself; absent, or "
-        "any JSON value, in an untyped item (kept as sent)",
+        description="Any type but the four the canonical model renders itself (one of them "
+        "only in an incomplete item: a `function_call` or `function_call_output` without a "
+        "`call_id`, a `message` without a `role`); absent, or any JSON value, in an untyped "
+        "item (kept as sent)",
     )
     id: str
     seq: int

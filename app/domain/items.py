@@ -105,7 +105,7 @@ class _Verbatim(BaseModel):
                 "type": "object",
                 "title": cls.__name__,
                 "description": description,
-                "properties": {"type": {"not": {"enum": sorted(CORE_TYPES)}}},
+                **OPAQUE_TYPE_SCHEMA,
                 "additionalProperties": True,
             }
         return {
@@ -199,7 +199,9 @@ class OpaqueItem(_Verbatim):
     @classmethod
     def _kind(cls, value: dict[str, Any]) -> Any:
         kind = value.get("type")
-        return kind if is_usable_type(kind) else UNTYPED
+        if not is_usable_type(kind):
+            return UNTYPED
+        return incomplete_kind(value) or kind
 
 
 # The ``type`` an untyped opaque item is known by (queries, report notes); never sent back.
@@ -221,12 +223,82 @@ def is_untyped(body: CanonicalItem) -> bool:
 
 CORE_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
 
+# The ``type`` an incomplete item is known by (queries, report notes), by its own ``type``:
+# never a provider's type (they hold no space), so it cannot be taken for one.
+INCOMPLETE_KINDS = {
+    "function_call": "function_call without call_id",
+    "function_call_output": "function_call_output without call_id",
+    "message": "message without role",
+}
+
+
+def incomplete_kind(data: dict[str, Any]) -> str | None:
+    """The kind of an *incomplete* item, else ``None``: a ``function_call`` or
+    ``function_call_output`` whose ``call_id`` is missing, ``null`` or ``""``, or a
+    ``message`` without a ``role`` (missing or ``null``). Every SDK's own session store keeps
+    such items (the Agents SDK's stores, for one, take any dict), so they are stored as sent,
+    as opaque items; but no provider accepts them in a prompt, and a call without an id
+    pairs with nothing (``is_unsendable``). Any other flaw in a core item is still an error."""
+    kind = data.get("type")
+    if kind == "function_call" or kind == "function_call_output":
+        if data.get("call_id") in (None, ""):
+            return INCOMPLETE_KINDS[kind]
+    elif kind == "message" and data.get("role") is None:
+        return INCOMPLETE_KINDS[kind]
+    return None
+
+
+# JSON Schema of what an opaque item's ``type`` may be: anything but a core type, unless the
+# item is incomplete (``incomplete_kind``). Published for opaque items as stored and read.
+OPAQUE_TYPE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"properties": {"type": {"not": {"enum": sorted(CORE_TYPES)}}}},
+        {
+            "required": ["type"],
+            "properties": {
+                "type": {"enum": ["function_call", "function_call_output"]},
+                "call_id": {"enum": ["", None]},
+            },
+        },
+        {
+            "required": ["type"],
+            "properties": {"type": {"enum": ["message"]}, "role": {"type": "null"}},
+        },
+    ]
+}
+
+
+def is_incomplete(body: CanonicalItem) -> bool:
+    """Whether ``body`` is an incomplete item (``incomplete_kind``), kept as an opaque item."""
+    return (
+        type(body) is OpaqueItem
+        and body.type in _INCOMPLETE_NAMES
+        and body.data.get("type") != body.type
+    )
+
+
+_INCOMPLETE_NAMES = frozenset(INCOMPLETE_KINDS.values())
+
+
+def is_unsendable(body: CanonicalItem) -> bool:
+    """Whether no provider prompt can carry ``body``: an untyped item (``is_untyped``) or an
+    incomplete one (``is_incomplete``). Such an item is listed back exactly as sent, in the
+    format it was written in, and the projection leaves it out of every provider prompt with
+    a note (the canonical projection, the service's own view, keeps it)."""
+    return is_untyped(body) or is_incomplete(body)
+
 
 def item_tag(value: Any) -> str:
-    """The union tag of an item (a dict or a model): its core type, or ``"opaque"``."""
+    """The union tag of an item (a dict or a model): its core type, or ``"opaque"`` (for an
+    incomplete core item too: ``incomplete_kind``)."""
     if isinstance(value, OpaqueItem):
         return "opaque"
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if isinstance(kind, str) and kind in CORE_TYPES and incomplete_kind(value) is None:
+            return kind
+        return "opaque"
+    kind = getattr(value, "type", None)
     return kind if isinstance(kind, str) and kind in CORE_TYPES else "opaque"
 
 

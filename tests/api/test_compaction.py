@@ -252,6 +252,53 @@ async def test_structured_compaction_folds_old_turns(client: httpx.AsyncClient, 
     assert not history[-1]["archived"]
 
 
+async def test_structured_summary_keeps_what_was_concluded(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A scripted session: a decision, a conclusion, an open question, an error resolved by a
+    later run of the same command and one still open each survive compaction, with their seq,
+    in the result, the stored summary and the next prompt."""
+    await create(client, sid)
+    r = await append(
+        client,
+        sid,
+        [
+            user("Make the nightly export finish under ten minutes"),  # 1
+            call("c1", "bash", command="pytest -q"),  # 2
+            output("c1", "FAILED tests/test_export.py::test_window\n1 failed, 9 passed in 2.0s"),
+            assistant(
+                "It turns out the window query scans every order. "
+                "I decided to add an index on created_at rather than cache results. "
+                "Should archived orders be exported too?"
+            ),  # 4
+            call("c2", "bash", command="pytest -q"),  # 5
+            output("c2", "10 passed in 1.9s"),  # 6
+            call("c3", "bash", command="du -sh /backups"),  # 7
+            output("c3", "du: cannot access '/backups': Permission denied"),  # 8
+            user("thanks, go on"),  # 9
+        ],
+    )
+    assert r.status_code == 201, r.text
+    r = await client.post(f"/v1/sessions/{sid}/compact", json={"policy": "structured"})
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["decisions"] == [
+        "It turns out the window query scans every order. (seq 4)",
+        "I decided to add an index on created_at rather than cache results. (seq 4)",
+    ]
+    assert result["open_questions"] == ["Should archived orders be exported too? (seq 4)"]
+    assert result["errors"] == [
+        "`pytest -q` failed: FAILED tests/test_export.py::test_window (seq 3); "
+        "resolved at seq 6: `pytest -q` succeeded (10 passed in 1.9s)",
+        "`du -sh /backups` failed: du: cannot access '/backups': Permission denied (seq 8)",
+    ]
+    ctx = await client.post(f"/v1/sessions/{sid}/context", json={"format": "openai-chat"})
+    summary = ctx.json()["messages"][0]["content"]
+    assert (await session(client, sid))["summary"] == result["summary"] == summary
+    for entry in (*result["decisions"], *result["open_questions"], *result["errors"]):
+        assert entry in summary, entry
+
+
 async def test_keep_settings_and_window_policy(client: httpx.AsyncClient, sid: str) -> None:
     seeded = await seed(client, sid, summary="hand-written notes")
     r = await client.post(

@@ -95,7 +95,8 @@ INTERNAL = ("[", "tagged-union", "function-after", "opaque", "TextPart", "ImageP
             ["items", 0, "content", 0, "url"],
         ),
         (
-            {"items": [{"type": "function_call", "name": "f", "arguments": "{}"}]},
+            # without a call_id at all it is an incomplete item, kept (test_faithful_incomplete_items)
+            {"items": [{"type": "function_call", "call_id": 5, "name": "f", "arguments": "{}"}]},
             ["items", 0, "call_id"],
         ),
         ({"items": [{"type": 5, "role": "user", "content": "x"}]}, ["items", 0, "type"]),

@@ -66,7 +66,7 @@ async def test_a_batch_with_one_invalid_item_stores_nothing(client: httpx.AsyncC
     )
     body = assert_problem(r, 422)
     assert any(e["loc"][:2] == ["items", 1] for e in body["errors"]), body
-    for bad in ([user("a"), {"type": ""}, [user("a"), {"role": "user"}]], [user("a"), "string"], [user("a"), {"type": "function_call", "name": "f"}]):
+    for bad in ([user("a"), {"type": ""}, [user("a"), {"role": "user"}]], [user("a"), "string"], [user("a"), {"type": "function_call", "call_id": 5, "name": "f"}]):
         assert_problem(await append(client, sid, bad), 422)
     session = (await client.get(f"/v1/sessions/{sid}")).json()
     assert session["item_count"] == 0 and session["version"] == 1 and session["last_seq"] == 0

@@ -231,7 +231,7 @@ async def test_bad_documents_are_refused_and_change_nothing(client: httpx.AsyncC
         doc(surprise=True),
         doc(kind="something-else"),
         doc(items=[{"type": "message", "role": "wizard", "content": "x"}]),
-        doc(items=[{"type": "function_call", "name": "f"}]),
+        doc(items=[{"type": "function_call", "call_id": 5, "name": "f"}]),
         doc(items=["not an object"]),
         doc(items=[user("a", id="bad/id")]),
         doc(items=[user("a", created_at="yesterday")]),

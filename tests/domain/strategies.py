@@ -535,11 +535,29 @@ def _standalone(w: _Writer, kind: str, *, with_id: bool) -> dict[str, Any]:
         "compaction": {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": "gAAAA" + m},
         # an SDK wrapper's encrypted envelope: no type at all (an untyped opaque item)
         "untyped": {"__enc__": 1, "v": 1, "kid": "hkdf-1", "payload": "gAAAA" + m},
+        # incomplete items, which the SDKs' own stores keep (items.incomplete_kind)
+        "call_without_id": {
+            "type": "function_call",
+            "call_id": "",
+            "name": "read",
+            "arguments": json.dumps({"m": m}),
+        },
+        "output_without_id": {"type": "function_call_output", "call_id": "", "output": m},
+        "message_without_role": {"type": "message", "content": m + w.words()},
     }
     item = items[kind]
+    if kind == "call_without_id":  # its call_id missing, null or empty
+        missing = w.draw(st.sampled_from(["", None, "absent"]))
+        item = {k: (missing if k == "call_id" else v) for k, v in item.items()}
+        if missing == "absent":
+            del item["call_id"]
     if not with_id and "id" in item:
         item = {k: v for k, v in item.items() if k != "id"}
     return item
+
+
+# Items only their writer reads (``items.is_unsendable``), besides ``untyped``.
+INCOMPLETE_KINDS = ("call_without_id", "output_without_id", "message_without_role")
 
 
 def _opaque_ok(fmt: str, kind: str) -> bool:
@@ -1167,8 +1185,8 @@ def _standalone_client(w: _Writer, fmt: str) -> None:
     """Items a client puts after a user message: extra tools, a reference to an earlier item,
     an object only the client reads."""
     kinds = ["additional_tools", "item_reference"]
-    if w.native_format is None:  # a native session comes back whole in a prompt; this would not
-        kinds.append("untyped")
+    if w.native_format is None:  # a native session comes back whole in a prompt; these would not
+        kinds += ["untyped", *INCOMPLETE_KINDS]
     kind = w.draw(st.sampled_from(kinds))
     if _opaque_ok(fmt, kind):
         w.add(fmt, _standalone(w, kind, with_id=_standalone_ids(fmt)), 1)
@@ -1238,3 +1256,42 @@ def faithful_sessions(draw: st.DrawFn, profile: Profile = "any", max_turns: int 
         payload = {} if w.system is None else {"system": w.system}
         payload["messages"] = w.native
     return Session(items=store(news, seqs), summary=summary, native=payload, native_format=native)
+
+
+@st.composite
+def repeated_call_sessions(draw: st.DrawFn) -> Session:
+    """Sessions of an agent that calls the same few tools with the same few arguments again
+    and again (the same file read twice, the same tests run again), in the canonical format:
+    where outputs go stale (``tiers.stale_outputs``). Arguments differ at times only in key
+    order or spacing (the same call all the same); some calls are still waiting for their
+    output; every output holds its ``<<seq>>`` marker."""
+    news: list[NewItem] = []
+
+    def add(body: CanonicalItem) -> None:
+        news.append(NewItem(body=body))
+
+    add(MessageItem(role="user", content=f"<<1>> {draw(_words)}"))
+    for turn in range(draw(st.integers(1, 6))):
+        if turn and draw(st.booleans()):
+            add(MessageItem(role="user", content=f"<<{len(news) + 1}>> {draw(_words)}"))
+        calls: list[FunctionCallItem] = []
+        for _ in range(draw(st.integers(1, 3))):
+            path = draw(st.sampled_from(["a.py", "b.py"]))
+            arguments = draw(
+                st.sampled_from(
+                    [json.dumps({"path": path, "n": 1}), f'{{ "n": 1, "path": "{path}" }}']
+                )
+            )
+            call = FunctionCallItem(
+                call_id=f"call_{len(news) + 1}",
+                name=draw(st.sampled_from(["read_file", "run"])),
+                arguments=arguments,
+            )
+            calls.append(call)
+            add(call)
+        for call in calls:
+            if draw(st.integers(0, 5)):  # now and then a call waits for its output
+                add(FunctionCallOutputItem(call_id=call.call_id, output=f"<<{len(news) + 1}>>"))
+        if draw(st.booleans()):
+            add(MessageItem(role="assistant", content=f"<<{len(news) + 1}>> {draw(_words)}"))
+    return Session(items=store(news), summary=None)

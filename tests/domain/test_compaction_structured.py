@@ -167,11 +167,13 @@ def test_extracts_facts_from_a_coding_agent_transcript() -> None:
     ]
     assert facts.errors == [
         "`pytest -q tests/test_dates.py` failed: exit code 1; "
-        "FAILED tests/test_dates.py::test_range - assert [1, 2] == [1, 2, 3]",
+        "FAILED tests/test_dates.py::test_range - assert [1, 2] == [1, 2, 3] (seq 9); "
+        "resolved at seq 27: All 16 tests pass now.",
         "`python -c 'import dateutil'` failed: exit code 1; "
-        "ModuleNotFoundError: No module named 'dateutil'",
-        "read_file(missing.py) failed: Error: file not found: missing.py",
+        "ModuleNotFoundError: No module named 'dateutil' (seq 22)",
+        "read_file(missing.py) failed: Error: file not found: missing.py (seq 26)",
     ]
+    assert facts.decisions == ["The range end is exclusive; making it inclusive. (seq 10)"]
     assert facts.test_results == [
         "`pytest -q tests/test_dates.py`: 2 failed, 14 passed in 0.31s",
         "`pytest -q`: 16 passed in 0.40s",
@@ -206,7 +208,7 @@ def test_file_contents_that_mention_errors_are_not_failures() -> None:
 )
 def test_failed_command_detection(output: str, expected: str | None) -> None:
     facts = extract_facts(stored(tool("bash", {"command": "run it"}, output)))
-    assert facts.errors == ([] if expected is None else [f"`run it` failed: {expected}"])
+    assert facts.errors == ([] if expected is None else [f"`run it` failed: {expected} (seq 2)"])
 
 
 @pytest.mark.parametrize(
@@ -253,7 +255,7 @@ def test_explicit_error_flag_counts_as_a_failure() -> None:
         ),
     ]
     facts = extract_facts(stored(bodies))
-    assert facts.errors == ["read_file(x.py) failed: Permission check failed for x.py"]
+    assert facts.errors == ["read_file(x.py) failed: Permission check failed for x.py (seq 2)"]
 
 
 def test_malformed_arguments_are_tolerated() -> None:
@@ -297,10 +299,10 @@ def test_structured_compaction_result() -> None:
     assert result.id == "cmp_1" and result.policy == "structured" and result.created_at == T0
     assert result.summary == render_summary(result)
     assert result.summary is not None
-    for heading in ("## Goal", "## Tools called", "## Errors", "## Test results", "## Files read",
-                    "## Files modified"):  # fmt: skip
+    for heading in ("## Goal", "## Decisions", "## Tools called", "## Errors", "## Test results",
+                    "## Files read", "## Files modified"):  # fmt: skip
         assert heading in result.summary
-    for absent in ("## Completed", "## Pending", "## Decisions", "## Open questions"):
+    for absent in ("## Completed", "## Pending", "## Open questions"):
         assert absent not in result.summary
     assert result.compacted_items == len(plan.compacted) == len(items) - 3  # system + last turn
     report = result.report
@@ -403,5 +405,71 @@ def test_long_accumulations_are_capped() -> None:
     bodies += [user("next")]
     result = structured_compaction(plan_cut(stored(bodies)), previous=None, previous_summary=None)
     assert len(result.errors) == 20
-    assert result.errors[-1] == "`step 29` failed: error: failure 29"
+    assert result.errors[-1] == "`step 29` failed: error: failure 29 (seq 61)"
     assert any("newest 20 errors; 10 older dropped" in n for n in result.report.notes)
+
+
+def test_a_scripted_session_keeps_what_was_concluded() -> None:
+    """Each kind of conclusion survives a structured compaction, with the seq it came from:
+    a decision, a conclusion, an open question, an error resolved by a statement, an error
+    resolved by the same command succeeding later, and an error still open."""
+    bodies: list[CanonicalItem] = [
+        user("The nightly export times out; make it finish under ten minutes."),  # 1
+        *tool("bash", {"command": "python export.py"}, "Traceback (most recent call last):\n"
+              "  File \"export.py\", line 3\nTimeoutError: query took 600s"),  # 2, 3
+        assistant("The root cause is the query on orders: it has no index on created_at. "
+                  "I decided to add the index instead of caching the result. "
+                  "Should the export also skip archived orders?"),  # 4
+        *tool("bash", {"command": "alembic upgrade head"},
+              "error: relation orders_created_at_idx already exists"),  # 5, 6
+        assistant("Fixed the relation clash by dropping the stale index first."),  # 7
+        *tool("bash", {"command": "pytest -q"}, "FAILED tests/test_export.py::test_window\n"
+              "1 failed, 9 passed in 2.00s"),  # 8, 9
+        *tool("bash", {"command": "pytest -q"}, "10 passed in 1.90s"),  # 10, 11
+        *tool("bash", {"command": "du -sh /backups"}, "du: cannot access: Permission denied"),
+        assistant("TODO: ask ops for read access to /backups."),  # 14
+        user("Thanks, carry on."),  # 15
+        assistant("On it."),  # 16
+    ]  # fmt: skip
+    items = stored(bodies)
+    plan = plan_cut(items)
+    assert [i.seq for i in plan.compacted] == list(range(1, 15))
+    result = structured_compaction(plan, previous=None, previous_summary=None, now=T0)
+    assert result.decisions == [
+        "The root cause is the query on orders: it has no index on created_at. (seq 4)",
+        "I decided to add the index instead of caching the result. (seq 4)",
+    ]
+    assert result.open_questions == [
+        "Should the export also skip archived orders? (seq 4)",
+        "TODO: ask ops for read access to /backups. (seq 14)",
+    ]
+    assert result.errors == [
+        "`python export.py` failed: TimeoutError: query took 600s (seq 3)",
+        "`alembic upgrade head` failed: error: relation orders_created_at_idx already exists "
+        "(seq 6); resolved at seq 7: Fixed the relation clash by dropping the stale index first.",
+        "`pytest -q` failed: FAILED tests/test_export.py::test_window (seq 9); resolved at "
+        "seq 11: `pytest -q` succeeded (10 passed in 1.90s)",
+        "`du -sh /backups` failed: du: cannot access: Permission denied (seq 13)",
+    ]
+    assert result.summary is not None
+    for entry in (*result.decisions, *result.open_questions, *result.errors):
+        assert entry in result.summary
+    assert "## Open questions" in result.summary and "## Decisions" in result.summary
+
+    # carried into the next compaction, alongside what it adds
+    later = stored(
+        [
+            user("Now the weekly export."),
+            assistant("Going with the same index approach for the weekly job."),
+            user("ok"),
+        ],
+        first_seq=17,
+    )
+    plan2 = plan_cut([*items[14:], *later])
+    again = structured_compaction(plan2, previous=result, previous_summary=result.summary, now=T0)
+    assert again.decisions[:2] == result.decisions
+    assert again.decisions[-1] == (
+        "Going with the same index approach for the weekly job. (seq 18)"
+    )
+    assert again.open_questions == result.open_questions
+    assert again.errors == result.errors

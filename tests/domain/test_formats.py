@@ -322,7 +322,9 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
         ),
         (
             "openai-responses",
-            [{"type": "function_call", "name": "f", "arguments": "{}"}],
+            # without a call_id a call is kept as an incomplete item; a call_id not a string
+            # is an error
+            [{"type": "function_call", "call_id": 5, "name": "f", "arguments": "{}"}],
             None,
             [["items", 0, "call_id"]],
         ),
@@ -351,7 +353,12 @@ def test_envelope_keys_in_provider_formats_go_on_the_first_item() -> None:
             None,
             [["items", 0, "content", 0, "text"]],
         ),
-        ("canonical", [{"type": "function_call", "name": "f"}], None, [["items", 0, "call_id"]]),
+        (
+            "canonical",
+            [{"type": "function_call", "call_id": [], "name": "f"}],
+            None,
+            [["items", 0, "call_id"]],
+        ),
         ("canonical", [{"role": "user", "content": "hi"}], None, [["items", 0]]),
         # a role and a type that is no type: a message missing its type (without a role, an
         # object is an untyped opaque item)
@@ -782,16 +789,29 @@ def test_empty_texts_from_other_formats_never_reach_anthropic() -> None:
 
     news = [
         *ingest("canonical", [{"type": "message", "role": "user", "content": "hi"}]),
-        *ingest("openai-responses", [
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ""}]},
-            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
-        ]),  # fmt: skip
-        *ingest("canonical", [
-            {"type": "message", "role": "user", "content": [{"type": "text", "text": ""}]},
-            {"type": "message", "role": "assistant",
-             "content": [{"type": "text", "text": ""}, {"type": "text", "text": "done"}]},
-        ]),  # fmt: skip
+        *ingest(
+            "openai-responses",
+            [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": ""}],
+                },
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+        ),  # fmt: skip
+        *ingest(
+            "canonical",
+            [
+                {"type": "message", "role": "user", "content": [{"type": "text", "text": ""}]},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": ""}, {"type": "text", "text": "done"}],
+                },
+            ],
+        ),  # fmt: skip
         *ingest("openai-chat", [{"role": "user", "content": "next"}]),
     ]
     items = store(news)

@@ -46,7 +46,15 @@ from app.domain.projection import (
     unloaded_gaps,
 )
 from app.domain.tokens import IMAGE_TOKENS, get_encoding
-from tests.domain.strategies import FORMATS, OPAQUE_FAMILIES, Session, budgets, sessions, store
+from tests.domain.strategies import (
+    FORMATS,
+    OPAQUE_FAMILIES,
+    Session,
+    budgets,
+    repeated_call_sessions,
+    sessions,
+    store,
+)
 from tests.support.provider_validation import validate_payload_faithful
 
 PROPS = settings(
@@ -546,7 +554,14 @@ class Spec:
                 "gemini": it.format == "gemini",
             }[self.fmt]
         if isinstance(b, OpaqueItem):
-            if not isinstance(b.data.get("type"), str):  # untyped: no provider carries it
+            kind = b.data.get("type")
+            # untyped, or a core type missing its call_id or role (incomplete: only a core
+            # item that fails its model is opaque): no provider carries it
+            if not isinstance(kind, str) or kind in (
+                "function_call",
+                "function_call_output",
+                "message",
+            ):
                 return self.fmt == "canonical"
             return self.fmt == "canonical" or (
                 self.fmt == "openai-responses" and it.format in ("openai-responses", "canonical")
@@ -1518,3 +1533,151 @@ def test_windowed_projection_settles_without_loading_everything() -> None:
 
 
 _ = replace  # dataclasses.replace kept for readers extending these tests
+
+
+def _same_call(a: FunctionCallItem, b: FunctionCallItem) -> bool:
+    def value(arguments: str) -> Any:
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+
+    return a.name == b.name and value(a.arguments) == value(b.arguments)
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "openai-chat", "openai-responses", "anthropic"])
+@PROPS
+@given(session=repeated_call_sessions(), keep=st.integers(0, 6))
+def test_tier1_clears_stale_outputs_first(fmt: str, session: Session, keep: int) -> None:
+    """Tier 1 keeps the text of the N newest *current* outputs, then of the newest stale ones:
+    an output is stale when a later output answers another call of the same tool with the
+    same arguments (JSON-equal). It clears as many as before (all but N), the stale ones
+    first, and the report counts them; the invariants the tier must keep still hold."""
+    memory = session.items
+    calls = {it.body.call_id: it.body for it in memory if isinstance(it.body, FunctionCallItem)}
+    outputs = [it for it in memory if isinstance(it.body, FunctionCallOutputItem)]
+    stale = {
+        o.seq
+        for o in outputs
+        for later in outputs
+        if later.seq > o.seq
+        and later.body.call_id != o.body.call_id
+        and _same_call(calls[later.body.call_id], calls[o.body.call_id])
+    }
+    ranked = sorted(outputs, key=lambda o: (o.seq in stale, -o.seq))
+    keeps_text = {o.seq for o in ranked[:keep]}
+
+    result = project(session, Budget(max_recent_tool_results=keep), fmt)
+    notes = result.report.notes
+    n_cleared = len(outputs) - len(keeps_text)
+    n_stale = len(stale - keeps_text)
+    if n_cleared:
+        assert f"tier1: cleared {n_cleared} tool results, kept {len(keeps_text)}" in notes
+    assert ([f"tier1: cleared {n_stale} stale"] if n_stale else []) == [
+        n for n in notes if n.endswith(" stale")
+    ]
+    if fmt == "canonical":
+        shown = {w["seq"]: w for w in result.payload["items"] if "seq" in w}
+        for o in outputs:
+            cleared = str(shown[o.seq]["output"]).startswith("[tool result cleared: ")
+            assert cleared == (o.seq not in keeps_text), (o.seq, stale, keeps_text)
+    else:
+        validate(fmt, result.payload)
+    # an honest report, in order, deterministic
+    tokens, chars = recount(fmt, result.payload, result.report.tokenizer)
+    assert (result.report.projected_tokens, result.report.projected_chars) == (tokens, chars)
+    seqs = carried(fmt, result.payload, memory)
+    assert seqs == sorted(seqs)
+    again = project(session, Budget(max_recent_tool_results=keep), fmt)
+    assert json.dumps(again.payload, default=str) == json.dumps(result.payload, default=str)
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "anthropic"])
+@PROPS
+@given(
+    session=repeated_call_sessions(),
+    keep=st.integers(0, 3),
+    step=CUT_STEPS,
+    data=st.data(),
+)
+def test_stale_first_keeps_the_stable_prefix(
+    fmt: str, session: Session, keep: int, step: float, data: st.DataObject
+) -> None:
+    """With ``cut: stable``, Tier 1 judges staleness before its clock point only: an append
+    that makes an output stale changes nothing the previous read promised (its
+    ``stable_prefix``) until the grid point moves."""
+    memory = session.items
+    total = sum(it.tokens for it in memory)
+    share = data.draw(st.sampled_from([0.25, 0.5, 1.0, 2.0]), label="budget share")
+    budget = Budget(
+        max_tokens=max(40, int(total * share)),
+        cut="stable",
+        cut_step=step,
+        max_recent_tool_results=keep,
+    )
+    k1 = data.draw(st.integers(1, len(memory)), label="read at")
+    k2 = data.draw(st.integers(k1, len(memory)), label="then at")
+    if regroups(memory[:k2], k1):
+        return
+    first = project(Session(items=memory[:k1], summary=None), budget, fmt)
+    second = project(Session(items=memory[:k2], summary=None), budget, fmt)
+    g1, g2 = grid_note(first.report.notes), grid_note(second.report.notes)
+    assert g1 is not None and g2 is not None
+    if (g1[0], g1[3]) != (g2[0], g2[3]):
+        return  # a step: the promise starts again
+    sp = first.report.stable_prefix
+    before, after = messages_of(fmt, first.payload), messages_of(fmt, second.payload)
+    assert dumped(after[:sp]) == dumped(before[:sp]), (sp, k1, k2)
+
+
+def test_stale_first_keeps_the_stable_prefix_on_every_read_pair() -> None:
+    """The same promise, checked on every pair of reads of one agent's session that reads the
+    same file again and again (random sessions rarely put a successor just past the clock
+    point, where judging staleness on every item would break the stable prefix)."""
+    same = '{"path": "a.py", "n": 1}'
+    bodies: list[Any] = [MessageItem(role="user", content="<<1>> read it")]
+    for call_ids, answered in (
+        ([2], [2]),
+        ([5, 6, 7], [5, 6, 7]),
+        ([11, 12, 13], [13]),
+        ([15], [15]),
+        ([17], [17]),
+    ):
+        if call_ids[0] > 2:
+            bodies.append(MessageItem(role="user", content=f"<<{len(bodies) + 1}>> again"))
+        for c in call_ids:
+            name = "run" if c == 6 else "read_file"
+            bodies.append(FunctionCallItem(call_id=f"call_{c}", name=name, arguments=same))
+        for c in answered:
+            bodies.append(
+                FunctionCallOutputItem(call_id=f"call_{c}", output=f"<<{len(bodies) + 1}>>")
+            )
+    memory = store([NewItem(body=b) for b in bodies])
+    total = sum(it.tokens for it in memory)
+    for keep in range(4):
+        for step in (0.1, 0.25, 0.5):
+            for share in (0.5, 1.0, 2.0):
+                budget = Budget(
+                    max_tokens=int(total * share),
+                    cut="stable",
+                    cut_step=step,
+                    max_recent_tool_results=keep,
+                )
+                reads = [
+                    project(Session(items=memory[:k], summary=None), budget, "openai-chat")
+                    for k in range(len(memory) + 1)
+                ]
+                for k1 in range(1, len(memory) + 1):
+                    for k2 in range(k1, len(memory) + 1):
+                        if regroups(memory[:k2], k1):
+                            continue
+                        first, second = reads[k1], reads[k2]
+                        g1 = grid_note(first.report.notes)
+                        g2 = grid_note(second.report.notes)
+                        assert g1 is not None and g2 is not None
+                        if (g1[0], g1[3]) != (g2[0], g2[3]):
+                            continue
+                        sp = first.report.stable_prefix
+                        before = messages_of("openai-chat", first.payload)[:sp]
+                        after = messages_of("openai-chat", second.payload)[:sp]
+                        assert dumped(after) == dumped(before), (keep, step, share, k1, k2)

@@ -1,7 +1,28 @@
-"""Mechanical facts drawn from items: goal, tools called, failures, test results, files.
+"""Mechanical facts drawn from items: goal, tools called, failures and how they were resolved,
+test results, files, and what the assistant concluded: decisions and open questions.
 
 Used by the ``structured`` policy (for everything) and by the ``llm`` policy (for the facts an
 LLM should not be trusted to copy: files read and modified, tool-call counts).
+
+What the assistant concluded is found by a documented heuristic (no model): its messages' text
+is split into sentences (at line breaks and after ``.``, ``!``, ``?``, list bullets taken off),
+and a sentence is
+
+- a *decision* when it names a choice (``decided``, ``decision``, ``chose``, ``going with``,
+  ``settled on``, ``opted for``, ``I'll use`` / ``we'll use`` / ``let's use``, ``instead of``,
+  ``rather than``, ``making it``, ``switching to``) or states a conclusion (it starts with ``the cause``, ``the root cause``,
+  ``the problem/issue/bug/error is/was``, ``it turns out``, ``conclusion``, ``this means``,
+  ``this confirms``, ``the fix is/was``, ``therefore``);
+- an *open question* when it ends with ``?`` or starts with ``TODO``, ``open question``,
+  ``unclear``, ``not sure``, ``unknown``, ``to check``;
+- a *resolution* of the newest unresolved error it shares a word with (of four letters or
+  more, common ones such as ``failed`` aside) when it says so (``fixed``, ``resolved``, ``the
+  fix``, ``works now``, ``pass now``, ``passes now``; a cause found is a conclusion).
+
+A failure (see ``_failure_detail``) is also resolved when a later call described the same way
+(the same command, the same tool on the same file) succeeds. Every entry names the ``seq`` it
+came from: ``TEXT (seq N)``; an error's resolution follows it: ``...; resolved at seq M:
+HOW``. A failure that happens again after its resolution is open again, at its newest seq.
 
 Invariants:
 - pure and deterministic: the same items give the same ``ExtractedFacts``;
@@ -25,6 +46,35 @@ from app.domain.items import (
     StoredItem,
     parts_text,
 )
+
+# Sentences of an assistant's text, and what the heuristic (module docstring) makes of them.
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_BULLET_RE = re.compile(r"^(?:[-*•>]+|\d+[.)])\s+")
+_DECISION_RE = re.compile(
+    r"\b(?:decided|decision|chose|choose|going with|go with|settled on|opted for|opt for|"
+    r"(?:i|we)(?:'ll| will) use|let's use|instead of|rather than|making it|"
+    r"switch(?:ing)? to)\b",
+    re.IGNORECASE,
+)
+_CONCLUSION_RE = re.compile(
+    r"^(?:so,?\s+)?(?:the (?:root )?cause\b|the (?:problem|issue|bug|error) (?:is|was)\b|"
+    r"it turns out\b|turns out\b|conclusion\b|in conclusion\b|this (?:means|confirms)\b|"
+    r"the fix (?:is|was)\b|therefore\b)",
+    re.IGNORECASE,
+)
+_OPEN_RE = re.compile(
+    r"^(?:todo\b|open question\b|unclear\b|not sure\b|unknown\b|to check\b)", re.IGNORECASE
+)
+_RESOLVED_RE = re.compile(
+    r"\b(?:fixed|resolved|the fix|works? now|pass(?:es)? now|now pass(?:es)?)\b",
+    re.IGNORECASE,
+)
+# Words too common in failures to tie a statement to one (``_shares_a_word``).
+_COMMON_WORDS = frozenset(
+    {"failed", "error", "exit", "code", "with", "that", "this", "from", "file", "none", "true"}
+)
+_WORD_RE = re.compile(r"[A-Za-z]{4,}")
+MIN_SENTENCE_CHARS = 12
 
 __all__ = ["ExtractedFacts", "classify_tool", "extract_facts", "message_text", "shorten"]
 
@@ -86,10 +136,47 @@ class ExtractedFacts:
     goal: str | None = None
     user_requests: list[str] = field(default_factory=list)
     tools_called: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # each ``... (seq N)[; resolved at ...]``
     test_results: list[str] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
     modified_files: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)  # each ``... (seq N)``
+    open_questions: list[str] = field(default_factory=list)  # each ``... (seq N)``
+
+
+@dataclass(slots=True)
+class _Failure:
+    """A failure seen so far: its text, the seq it was last seen at, how it was resolved."""
+
+    what: str
+    text: str
+    seq: int
+    resolution: str | None = None
+
+    def entry(self) -> str:
+        out = f"{self.text} (seq {self.seq})"
+        return out if self.resolution is None else f"{out}; {self.resolution}"
+
+
+def _sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for raw in _SENTENCE_SPLIT_RE.split(text):
+        sentence = _BULLET_RE.sub("", raw.strip()).strip()
+        if len(sentence) >= MIN_SENTENCE_CHARS:
+            out.append(sentence)
+    return out
+
+
+def _shares_a_word(sentence: str, failure: _Failure) -> bool:
+    """Whether a statement names something of a failure (a word of four letters or more,
+    common ones aside): what ties "all tests pass now" to a failed test run and not to a
+    file that could not be read."""
+    words = {w.lower() for w in _WORD_RE.findall(sentence)} - _COMMON_WORDS
+    return any(w.lower() in words for w in _WORD_RE.findall(failure.text))
+
+
+def _with_seq(text: str, seq: int) -> str:
+    return f"{shorten(text)} (seq {seq})"
 
 
 def shorten(text: str, limit: int = ENTRY_MAX_CHARS) -> str:
@@ -255,10 +342,35 @@ def _add_unique(target: list[str], values: Iterable[str]) -> None:
             target.append(value)
 
 
+def _assistant_statements(
+    text: str, seq: int, facts: ExtractedFacts, failures: dict[str, _Failure]
+) -> None:
+    """Decisions, open questions and resolutions in an assistant's text (module docstring)."""
+    for sentence in _sentences(text):
+        if sentence.endswith("?") or _OPEN_RE.match(sentence):
+            _add_unique(facts.open_questions, [_with_seq(sentence, seq)])
+            continue
+        if _RESOLVED_RE.search(sentence):
+            open_failure = next(
+                (
+                    f
+                    for f in reversed(failures.values())
+                    if f.resolution is None and _shares_a_word(sentence, f)
+                ),
+                None,
+            )
+            if open_failure is not None:
+                open_failure.resolution = f"resolved at seq {seq}: {shorten(sentence)}"
+                continue
+        if _DECISION_RE.search(sentence) or _CONCLUSION_RE.match(sentence):
+            _add_unique(facts.decisions, [_with_seq(sentence, seq)])
+
+
 def extract_facts(items: Sequence[StoredItem]) -> ExtractedFacts:
     """Facts from ``items`` in seq order; see the module docstring for the invariants."""
     facts = ExtractedFacts()
     calls: dict[str, tuple[FunctionCallItem, object, ToolKind]] = {}
+    failures: dict[str, _Failure] = {}  # by text, in the order first seen
     for item in items:
         body = item.body
         if isinstance(body, MessageItem) and body.role == "user":
@@ -267,6 +379,8 @@ def extract_facts(items: Sequence[StoredItem]) -> ExtractedFacts:
                 if facts.goal is None:
                     facts.goal = shorten(text, GOAL_MAX_CHARS)
                 facts.user_requests.append(shorten(text))
+        elif isinstance(body, MessageItem) and body.role == "assistant":
+            _assistant_statements(message_text(body), item.seq, facts, failures)
         elif isinstance(body, FunctionCallItem):
             facts.tools_called[body.name] = facts.tools_called.get(body.name, 0) + 1
             arguments = _parse_arguments(body.arguments)
@@ -285,8 +399,19 @@ def extract_facts(items: Sequence[StoredItem]) -> ExtractedFacts:
             if failure is None and getattr(body, "is_error", None):
                 first = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
                 failure = shorten(first or "the tool reported an error")
+            tests = _test_lines(output) if kind != "read" else []
             if failure:
-                _add_unique(facts.errors, [f"{what} failed: {failure}"])
-            if kind != "read":
-                _add_unique(facts.test_results, [f"{what}: {t}" for t in _test_lines(output)])
+                text = f"{what} failed: {failure}"
+                seen = failures.pop(text, None)
+                if seen is None or seen.resolution is not None:
+                    seen = _Failure(what=what, text=text, seq=item.seq)
+                failures[text] = seen  # re-inserted: the newest failure is last
+            elif what != "a tool":
+                # a call described the same way succeeded: what failed before works now
+                how = f"{what} succeeded" + (f" ({tests[-1]})" if tests else "")
+                for seen in failures.values():
+                    if seen.what == what and seen.resolution is None:
+                        seen.resolution = f"resolved at seq {item.seq}: {how}"
+            _add_unique(facts.test_results, [f"{what}: {t}" for t in tests])
+    facts.errors = [f.entry() for f in sorted(failures.values(), key=lambda f: f.seq)]
     return facts

@@ -45,11 +45,14 @@ Answer with a single JSON object and nothing else, with exactly these keys:
 - "goal": string, the user's overall goal in one or two sentences
 - "completed": list of strings, what has been done
 - "pending": list of strings, what remains to be done, next steps first
-- "decisions": list of strings, decisions made and constraints agreed, with their reasons
-- "errors": list of strings, errors met and whether they were resolved
+- "decisions": list of strings, decisions made, conclusions reached (causes found, what \
+was ruled out) and constraints agreed, with their reasons
+- "errors": list of strings, errors met and how each was resolved (or that it was not)
 - "test_results": list of strings, the latest test results (command and outcome)
 - "open_questions": list of strings, questions still unanswered
-Use an empty list when a key has nothing to say."""
+End each entry of "decisions", "errors" and "open_questions" with the seq of the transcript \
+line it came from, as "(seq N)"; for a resolved error, also where it was resolved, as \
+"; resolved at seq M: how". Use an empty list when a key has nothing to say."""
 
 ITEM_MAX_CHARS = 4000
 TOOL_OUTPUT_MAX_CHARS = 2000

@@ -2,7 +2,9 @@
 
 - ``window``: the compacted items just leave working memory; the summary stays what it was.
 - ``structured``: deterministic, no LLM; the compacted items are folded into sections extracted
-  mechanically (goal, tools called, failures, test results, files read and modified).
+  mechanically (goal, tools called, failures and how they were resolved, test results, files
+  read and modified, the decisions and conclusions the assistant stated, its open questions;
+  each with the seq it came from: ``extract``).
 - ``llm``: the service sends ``build_llm_messages(...)`` to a model and hands the answer, parsed
   by ``parse_llm_summary``, to ``llm_compaction_result``.
 
@@ -16,10 +18,10 @@ So nothing in a summary is ever silently dropped.
 
 Merging, per policy:
 - ``structured``: goal kept from the previous result (else the first user request); the
-  ``completed``/``pending``/``decisions``/``open_questions`` lists are carried; errors, test
+  ``completed``/``pending`` lists are carried; decisions, open questions, errors, test
   results, files and tool counts accumulate, de-duplicated, keeping the newest
-  ``MAX_ERRORS``/``MAX_TEST_RESULTS``/``MAX_FILES`` entries (a report note says when older ones
-  were dropped from the summary).
+  ``MAX_DECISIONS``/``MAX_OPEN_QUESTIONS``/``MAX_ERRORS``/``MAX_TEST_RESULTS``/``MAX_FILES``
+  entries (a report note says when older ones were dropped from the summary).
 - ``llm``: the model saw the previous summary, so its lists replace the previous ones; its goal
   wins, else the previous goal, else the first user request; files and tool counts are
   accumulated mechanically (a model is not trusted to copy them).
@@ -49,7 +51,9 @@ from app.domain.compaction.result import (
 from app.domain.tokens import count_text
 
 __all__ = [
+    "MAX_DECISIONS",
     "MAX_ERRORS",
+    "MAX_OPEN_QUESTIONS",
     "MAX_FILES",
     "MAX_TEST_RESULTS",
     "llm_compaction_result",
@@ -58,6 +62,8 @@ __all__ = [
 ]
 
 MAX_ERRORS = 20
+MAX_DECISIONS = 20
+MAX_OPEN_QUESTIONS = 10
 MAX_TEST_RESULTS = 10
 MAX_FILES = 200
 
@@ -213,8 +219,13 @@ def structured_compaction(
         goal=base.goal or facts.goal,
         completed=base.completed,
         pending=base.pending,
-        decisions=base.decisions,
-        open_questions=base.open_questions,
+        decisions=_newest(base.decisions + facts.decisions, MAX_DECISIONS, "decisions", notes),
+        open_questions=_newest(
+            base.open_questions + facts.open_questions,
+            MAX_OPEN_QUESTIONS,
+            "open questions",
+            notes,
+        ),
         errors=_newest(base.errors + facts.errors, MAX_ERRORS, "errors", notes),
         test_results=_newest(
             base.test_results + facts.test_results, MAX_TEST_RESULTS, "test results", notes

@@ -37,7 +37,7 @@ from app.domain.items import (
     NewItem,
     OtherPart,
     StoredItem,
-    is_untyped,
+    is_unsendable,
 )
 from app.domain.tokens import DEFAULT_TOKENIZER, TokenizerName
 
@@ -136,9 +136,12 @@ def render(
 
 
 def render_listing(format: FormatName, items: Sequence[StoredItem]) -> dict[str, Any]:
-    """Working-memory items (a page of them) in ``format``, as stored: no summary, and in
-    ``anthropic`` no leading user message added before an assistant one."""
+    """Working-memory items (a page of them) in ``format``, as stored, in the order they were
+    added: no summary, in ``anthropic`` no leading user message added before an assistant
+    one, and in ``openai-chat`` no answer moved up to its call (a prompt moves it there)."""
     _check_format(format)
+    if format == "openai-chat":
+        return openai_chat.render(None, entries_of(items), prompt=False)
     if format == "anthropic":
         return anthropic.render(None, entries_of(items), continuation=False)
     if format == "gemini":
@@ -241,7 +244,7 @@ def left_out(format: FormatName, items: Sequence[StoredItem]) -> list[str]:
     unissued = 0
     kept: list[tuple[StoredItem, CanonicalItem]] = []
     for item in items:
-        if is_untyped(item.body) and item.format == format:
+        if is_unsendable(item.body) and item.format == format:
             continue  # listed from its record, exactly as sent (never in a prompt)
         if not representable(format, item.body, origin=item.format):
             left[item.body.type] = left.get(item.body.type, 0) + 1

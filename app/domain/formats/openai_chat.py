@@ -24,9 +24,11 @@ back one to one, except that ``function_call`` items join the assistant message 
 them (its ``tool_calls``); inside one projection unit every assistant message and call forms a
 single assistant message, so its tool messages follow it. Messages kept whole never merge, so
 where working memory put another message with calls (a deprecated ``function_call``, a second
-split message) between a message's calls and their answers, each ``tool`` / ``function``
-answer moves up to right after the message holding its call (after the answers already
-there): Chat Completions requires that, and nothing else moves. Reasoning and opaque items of
+split message, or a plain user message, as LangChain's and Pydantic AI's histories may hold)
+between a message's calls and their answers, each ``tool`` / ``function`` answer moves up in
+a prompt to right after the message holding its call (after the answers already there): Chat
+Completions requires that, and nothing else moves. A listing (``render(prompt=False)``) moves
+nothing: it gives the messages back in the order they were added. Reasoning and opaque items of
 other formats have no Chat Completions representation and are never rendered. Images in
 non-user messages become the text ``[image omitted]``; other parts of other formats their text.
 
@@ -285,7 +287,11 @@ def _as_parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
+def render(
+    summary: str | None, entries: Sequence[Entry], *, prompt: bool = True
+) -> dict[str, Any]:
+    """The messages of ``entries``; in a ``prompt`` (not in a listing, which keeps the order
+    items were added in) each answer moved up after its call (``_answers_after_their_calls``)."""
     messages: list[dict[str, Any]] = []
     if summary is not None:
         messages.append({"role": "system", "content": summary})
@@ -370,7 +376,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
     for message in messages:
         if message.get("tool_calls") == [] and message.get("role") == "assistant":
             del message["tool_calls"]  # every call of a split message was left out
-    return {"messages": _answers_after_their_calls(messages)}
+    return {"messages": _answers_after_their_calls(messages) if prompt else messages}
 
 
 def _answers_after_their_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

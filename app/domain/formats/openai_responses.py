@@ -17,7 +17,11 @@ a normalised view of it, for the projection:
 - an object without a usable ``type`` and without a ``role`` (an SDK wrapper's encrypted
   envelope) is an untyped opaque item: listed back exactly as sent, never put in a prompt
   (the projection leaves it out with a note). With a ``role`` and a ``type`` that is not a
-  string, it is a broken message: an error.
+  string, it is a broken message: an error;
+- an incomplete item (``items.incomplete_kind``: a ``function_call`` or
+  ``function_call_output`` whose ``call_id`` is missing, ``null`` or ``""``, a ``message``
+  with ``"type": "message"`` and no ``role``), which the SDKs' own session stores keep, is an
+  opaque item too: listed back exactly as sent, paired with nothing, never put in a prompt.
 
 Render: an item ingested in this format comes back exactly as it was sent, unless the
 projection changed it (a cleared tool output, trimmed reasoning). Other items are rendered in
@@ -64,7 +68,8 @@ from app.domain.items import (
     ReasoningItem,
     StoredItem,
     TextPart,
-    is_untyped,
+    incomplete_kind,
+    is_unsendable,
     is_usable_type,
 )
 
@@ -140,6 +145,9 @@ def _texts(value: Any, kind: str, loc: list[str | int], problems: Problems) -> l
 def decode(data: dict[str, Any], loc: list[str | int], problems: Problems) -> CanonicalItem | None:
     """The canonical view of one input item (``None`` with problems added if it is invalid)."""
     kind = data.get("type", "message" if "role" in data else None)
+    if incomplete_kind(data) is not None:
+        # a call without its call_id, a message without its role: what the SDKs' stores keep
+        return OpaqueItem.of(data)
     try:
         if kind == "message":
             if data.get("role") not in _ROLES:
@@ -221,7 +229,7 @@ def representable(body: CanonicalItem, origin: str) -> bool:
     if isinstance(body, ReasoningItem):  # OpenAI-style (a Gemini thought is Gemini's own)
         return body.signature is None and not body.redacted and origin != "gemini"
     if type(body) is OpaqueItem:
-        return origin in (FORMAT, "canonical") and not is_untyped(body)
+        return origin in (FORMAT, "canonical") and not is_unsendable(body)
     return True
 
 
@@ -318,7 +326,7 @@ def render(summary: str | None, entries: Sequence[Entry]) -> dict[str, Any]:
         elif type(body) is FunctionCallOutputItem:
             output: Any = body.output if isinstance(body.output, str) else _parts_out(body.output)
             out.append({"type": "function_call_output", "call_id": body.call_id, "output": output})
-        elif type(body) is OpaqueItem and not is_untyped(body):
+        elif type(body) is OpaqueItem and not is_unsendable(body):
             out.append(body.data)
     return {"input": out}
 

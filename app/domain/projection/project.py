@@ -334,6 +334,7 @@ def project_context(
         a=a,
         cleared=cleared,
         trimmed=trimmed,
+        stale=tiers.stale,
         dangling=dangling,
         can_render=can_render,
         carried=carried,

@@ -104,6 +104,7 @@ def selection_notes(
     cleared: set[int],
     trimmed: set[int],
     dangling: set[int],
+    stale: frozenset[int] = frozenset(),
     can_render: Sequence[bool],
     carried: Sequence[bool],
     drop_dangling: bool,
@@ -119,6 +120,10 @@ def selection_notes(
         notes.append(
             f"tier1: cleared {n_cleared} tool results, kept {len(out_rendered) - n_cleared}"
         )
+    n_stale = sum(1 for i in out_rendered if i in stale)
+    if n_stale:
+        # stale: a later call of the same tool with the same arguments was answered
+        notes.append(f"tier1: cleared {n_stale} stale")
     # counts over the selected calls, outputs and reasoning (messages need no note)
     n_trimmed = sel_dangling = orphans = stray = unrepresentable = unissued = 0
     left_out: dict[str, int] = {}
