@@ -16,6 +16,7 @@ from app.api.problems import problem_responses
 from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
+from app.domain.projection.budget import MAX_QUERY_CHARS
 from app.domain.recall import DEFAULT_MIN_SCORE
 from app.services import search as service
 from app.services.runtime import Encoded
@@ -27,7 +28,7 @@ Q = Annotated[
     str,
     Query(
         min_length=1,
-        max_length=1000,
+        max_length=MAX_QUERY_CHARS,
         description="Words to find (all of them); a query with no word in it (only spaces or "
         "punctuation) finds nothing",
     ),
