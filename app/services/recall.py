@@ -459,7 +459,7 @@ async def _entries(
     """The fused hits ``top`` (best first) as entries: their items, a call or an output with
     its partners (a pair recalled once, never a half of one, never one with a member the
     prompt holds). ``used``: the keys of earlier entries (grown by these)."""
-    found, rows = await repo.items(tenant, [key for key, _ in top], held=held)
+    found, rows, nearby = await repo.items(tenant, [key for key, _ in top], held=held)
     paired = [
         key
         for key, it in found.items()
@@ -472,8 +472,8 @@ async def _entries(
         group = _group(key, found[key], rows)
         if group is not None and in_prompt.isdisjoint(group):
             groups[key] = group
-    missing = sorted({k for g in groups.values() for k in g if k not in found})
-    partners = await repo.bodies(tenant, missing) if missing else {}
+    missing = sorted({k for g in groups.values() for k in g if k not in found and k not in nearby})
+    partners = {**nearby, **(await repo.bodies(tenant, missing) if missing else {})}
     held_ids = set(held.ids)
     entries: list[_Entry] = []
     for key, score in top:

@@ -44,6 +44,9 @@ from app.store.vectors import PackedVectors
 # (the rows of the same ``call_id`` in that span, which the pairing rule needs): keys repeat
 # every turn (Gemini's derived ids), so the read must not grow with the session.
 PAIR_WINDOW = 256
+# ... and read whole within this many seqs of it (a call's output follows it closely: parallel
+# calls, then their outputs), beyond that only by the pairing rule's light rows.
+NEAR_BODIES = 8
 
 Key = tuple[str, int]  # (session_id, seq)
 
@@ -255,16 +258,18 @@ class RecallRepository:
 
     async def items(
         self, tenant_id: str, keys: Sequence[Key], *, held: Held
-    ) -> tuple[dict[Key, RecalledItem], list[PairingRow]]:
+    ) -> tuple[dict[Key, RecalledItem], list[PairingRow], dict[Key, StoredItem]]:
         """In one statement: the recallable items of ``keys`` (live or archived) that ``held``
-        does not name, and for those that are calls or outputs, the calls and outputs of the
-        same ``call_id`` within ``PAIR_WINDOW`` seqs of each (this session's only as of
-        ``held.last_seq``), ascending by session and seq: what the pairing rule reads."""
+        does not name; for those that are calls or outputs, the calls and outputs of the same
+        ``call_id`` within ``PAIR_WINDOW`` seqs of each (this session's only as of
+        ``held.last_seq``), ascending by session and seq: what the pairing rule reads; and
+        the items among those within ``NEAR_BODIES`` seqs of a hit (where a call's partner
+        almost always is), so that pairing rarely needs a statement more (``bodies``)."""
         by_session: dict[str, list[int]] = {}
         for session_id, seq in keys:
             by_session.setdefault(session_id, []).append(seq)
         if not by_session:
-            return {}, []
+            return {}, [], {}
         of_keys = sa.or_(
             *(
                 sa.and_(t.c.session_id == session_id, t.c.seq.in_(seqs))
@@ -290,12 +295,16 @@ class RecallRepository:
             .subquery("hits")
         )
         near = sa.alias(t, "near")
-        nothing = [sa.cast(sa.null(), column.type) for column in ITEM_COLUMNS[1:]]
+        close = sa.func.abs(near.c.seq - hits.c.seq) <= NEAR_BODIES
+        bodies = [
+            sa.case((close, near.c[column.name]), else_=sa.cast(sa.null(), column.type))
+            for column in ITEM_COLUMNS[1:]
+        ]
         rows = (
             sa.select(
-                sa.literal(1),
+                sa.case((close, sa.literal(2)), else_=sa.literal(1)),
                 near.c.seq,
-                *nothing,
+                *bodies,
                 near.c.session_id,
                 near.c.archived,
                 near.c.type,
@@ -319,14 +328,16 @@ class RecallRepository:
         )  # (a row near two hits comes twice: the set below keeps it once)
         out: dict[Key, RecalledItem] = {}
         pairing: set[PairingRow] = set()
+        nearby: dict[Key, StoredItem] = {}
         for r in (await self.db.execute(sa.union_all(found, rows))).all():
+            key = (r[10], int(r[1]))
             if r[0] == 0:
-                item = item_of_row(r[1:])
-                out[(r[10], item.seq)] = RecalledItem(item, bool(r[11]))
-            else:
-                key = (r[10], int(r[1]))
-                pairing.add(PairingRow(key, r[12] == "function_call", r[13], bool(r[11])))
-        return out, sorted(pairing, key=lambda row: row.key)
+                out[key] = RecalledItem(item_of_row(r[1:]), bool(r[11]))
+                continue
+            pairing.add(PairingRow(key, r[12] == "function_call", r[13], bool(r[11])))
+            if r[0] == 2 and key not in nearby:
+                nearby[key] = item_of_row(r[1:])
+        return out, sorted(pairing, key=lambda row: row.key), nearby
 
     async def bodies(self, tenant_id: str, keys: Sequence[Key]) -> dict[Key, StoredItem]:
         """The items of ``keys``, live or archived, in one statement."""
