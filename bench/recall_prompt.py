@@ -19,7 +19,12 @@ or Postgres + Redis. Four figures, each on vs off in the same run:
    the indexer embedding every turn's items meanwhile; also the first reads of the turns
    alone (each a query not seen before) and the second reads alone (the same query).
 
+``--stall N [--share R]`` measures only one thing (issue 41 item 4): a read recalling from N
+messages of ~200 KB each into a share of R tokens (no other limit but two items), and how
+long ``/healthz`` waited meanwhile (the event loop's stall).
+
     .venv/bin/python bench/recall_prompt.py [--backend sqlite|postgres] [--items 1200] [--turns 300]
+    .venv/bin/python bench/recall_prompt.py --stall 32
 """
 
 from __future__ import annotations
@@ -183,7 +188,39 @@ async def loop_figures(client: httpx.AsyncClient, turns: int) -> dict[str, Any]:
             "ratio_second": p50_second["on"] / p50_second["off"]}
 
 
-async def run(backend: str, items: int, turns: int) -> None:
+async def stall_figures(client: httpx.AsyncClient, entries: int, share: int) -> dict[str, Any]:
+    """Issue 41 item 4: ``entries`` user messages of ~200 KB each, all matching the query,
+    recalled with a ``share``-token share and no other limit: the read's time, and the
+    longest a ``/healthz`` asked every 10 ms meanwhile waited (the event loop's stall)."""
+    sid = f"bench-stall-{uuid.uuid4().hex[:6]}"
+    big = " ".join(f"rotation{k} log line {k} of the staging password" for k in range(4400))
+    await append(client, sid, [msg("user", f"entry {n}: {big}") for n in range(entries)])
+    await append(client, sid, [msg("user", "what does the staging password rotation log say?")])
+    await wait_indexed(client, sid)
+    waits: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        # a probe is due 10 ms after the last answer: its wait counts from then, so a loop
+        # blocked between two probes shows as the next probe's wait
+        while not done.is_set():
+            due = time.perf_counter() + 0.01
+            await asyncio.sleep(0.01)
+            assert (await client.get("/healthz")).status_code == 200
+            waits.append(time.perf_counter() - due)
+
+    prober = asyncio.create_task(probe())
+    await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    body = await context(client, sid, max_items=2, recall={"max_tokens": share, "max_items": 50})
+    elapsed = time.perf_counter() - started
+    done.set()
+    await prober
+    return {"read_s": elapsed, "healthz_max_s": max(waits, default=0.0),
+            "recalled": len(body["report"]["recalled"])}
+
+
+async def run(backend: str, items: int, turns: int, stall: int = 0, share: int = 16_384) -> None:
     pg_name = None
     if backend == "sqlite":
         from app.store.migrate import upgrade
@@ -204,6 +241,12 @@ async def run(backend: str, items: int, turns: int) -> None:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://localhost",
                                          timeout=120) as client:
+                if stall:
+                    c = await stall_figures(client, stall, share)
+                    print(f"[{backend}] {stall} entries of ~200 KB, share {share}: read "
+                          f"{c['read_s']:.2f} s, /healthz waited up to {c['healthz_max_s']:.2f} s,"
+                          f" {c['recalled']} recalled")
+                    return
                 a = await recall_set_figures(client, items)
                 if pg_name is not None:
                     # The test server runs with autovacuum off: without statistics the planner
@@ -248,8 +291,12 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--items", type=int, default=1200)
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--stall", type=int, default=0,
+                        help="only the stall figure: recall from this many ~200 KB entries")
+    parser.add_argument("--share", type=int, default=16_384,
+                        help="with --stall: the recall share (16,384 is the largest accepted)")
     args = parser.parse_args()
-    asyncio.run(run(args.backend, args.items, args.turns))
+    asyncio.run(run(args.backend, args.items, args.turns, args.stall, args.share))
 
 
 if __name__ == "__main__":

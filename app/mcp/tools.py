@@ -41,6 +41,7 @@ from app.api.schemas import FormatName, ItemsAppend, SessionCreate
 from app.domain import errors as e
 from app.domain.ids import SESSION_ID_MAX, SESSION_ID_RULE, SESSION_PREFIX_MAX, is_valid_session_id
 from app.domain.items import MAX_SAFE_INTEGER
+from app.domain.projection.budget import MAX_QUERY_CHARS
 from app.domain.recall import DEFAULT_MIN_SCORE
 from app.mcp.results import (
     Refused,
@@ -438,7 +439,9 @@ def _search_and_compaction(server: MCPServer) -> None:
     @server.tool(annotations=READ)
     async def search(
         ctx: Context,
-        q: Annotated[str, Field(min_length=1, max_length=1000, description="Words to find (all)")],
+        q: Annotated[
+            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Words to find (all)")
+        ],
         session_id: Annotated[
             str | None,
             Field(max_length=SESSION_ID_MAX, description="One session; omitted: every session"),

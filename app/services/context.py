@@ -147,7 +147,7 @@ async def read_context(
             # recall depends on the index too, which changes without a new version
             memo = None
             # its query and the query's embedding go on while the prompt is projected
-            started = start_recall(rt, actor, session_id, full)
+            started = start_recall(rt, actor, state, full)
         if memo is not None:
             cached = memo.get(_memo_key(actor, state, format, budget))
             if isinstance(cached, ContextResult):

@@ -27,6 +27,7 @@ import numpy as np
 
 from app.domain.errors import InvalidInput, SemanticSearchOff
 from app.domain.fulltext import needs_no_footing
+from app.domain.projection.budget import MAX_QUERY_CHARS
 from app.domain.recall import FusedHit, fuse, relevance_floor
 from app.embeddings import Embedder, EmbeddingError
 from app.embeddings.vectors import nearest_matrix, nearest_packed
@@ -47,7 +48,6 @@ Mode = Literal["fulltext", "semantic", "hybrid"]
 # A session's semantic or hybrid search ranks at most this many candidates of each ranker
 # (the full-text matches and the nearest vectors), then fuses and pages through them.
 SEMANTIC_CANDIDATES = 200
-MAX_QUERY_CHARS = 1000
 
 
 def check_query(q: str) -> str:

@@ -22,8 +22,9 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from app.domain.formats import TokenCache
 from app.domain.items import NewItem, StoredItem
-from app.domain.projection import Budget, RecallSpec, project_context
+from app.domain.projection import Budget, RecallSpec, project_context, recall_block
 from app.domain.projection.cache import MESSAGES_KEY
 from app.domain.projection.recall_block import (
     HEADER_PREFIX,
@@ -34,12 +35,20 @@ from app.domain.projection.recall_block import (
     insertion_index,
     recall_into,
 )
+from app.domain.tokens import count_text
 from tests.domain.strategies import CREATED, FORMATS, Session, budgets, sessions, store
 from tests.domain.test_projection_properties import PROPS, recount, replace_budget, validate
 
 WORDS = st.sampled_from(
     ["deploy", "staging", "password", "rotates", "tuesday", "parser", "E1042", "é", "日本", "  "]
 )
+# Line endings the tokenizers' pre-token rules treat differently before a newline: letters,
+# digits, punctuation (which ``[\r\n/]*`` may glue to the newline), closing brackets, the
+# block's own `` […]``, contractions, symbols and marks.
+ENDINGS = st.sampled_from(
+    ["", ".", "...", ")", "]", " […]", "123", "4567", "'s", "?!", "/", "//", "—", "😀", "é", "ˆ",
+     "\\", "e\u0301", "\u00a0x", "日本語", "ABC", "aBc"]
+)  # fmt: skip
 
 
 @st.composite
@@ -48,7 +57,8 @@ def candidates(draw: st.DrawFn) -> list[RecallCandidate]:
     out = []
     seen: set[tuple[str, int]] = set()
     for k in range(n):
-        text = " ".join(draw(st.lists(WORDS, min_size=1, max_size=25)))
+        text = " ".join(draw(st.lists(WORDS, min_size=1, max_size=25))) + draw(ENDINGS)
+        text = " ".join(text.split()) or "x"  # one line, as ``candidate_of`` makes it
         own = draw(st.booleans())
         seq = draw(st.integers(1, 500))
         session_id = "s:1" if own else f"s:{draw(st.integers(2, 4))}"
@@ -165,7 +175,7 @@ def test_recall_block_invariants(
         return
     # the block: within the share, the whole within the budget
     assert tokens - base_tokens <= r
-    assert chars - base_chars <= 4 * r
+    assert full.max_chars is None or chars - base_chars <= 4 * r
     assert tokens <= full.max_tokens  # type: ignore[operator]
     assert full.max_chars is None or chars <= full.max_chars
     # placed right before (anthropic: in) the newest user message; the rest is the reserved
@@ -198,6 +208,41 @@ def test_recall_block_invariants(
     for c in picked:
         assert f"seq {c.seq}" in text
     assert report.stable_prefix <= min(rest.report.stable_prefix, at)
+    # the share is filled: no candidate left out would still have fit (issue 42), checked by
+    # an exact recount of the block with it
+    if len(chosen) < max_items:
+        taken = {(e.session_id, e.seq) for e in chosen}
+        for c in found:
+            if (c.session_id, c.seq) in taken:
+                continue
+            more = recall_block.with_block(
+                rest.payload,
+                block_text([*picked, c]),
+                at=at,
+                format=fmt,  # type: ignore[arg-type]
+            )
+            t, ch = recount(fmt, more, full.tokenizer)
+            assert (
+                t - base_tokens > r
+                or (full.max_chars is not None and ch - base_chars > 4 * r)
+                or t > full.max_tokens  # type: ignore[operator]
+                or (full.max_chars is not None and ch > full.max_chars)
+            ), c
+    # each entry's tokens are its line's share of the block: with the header and the
+    # message's framing, they add up to what the block added
+    header = recall_block._header(picked)
+    framing = recall_block.BlockCost.measure(
+        rest.payload,
+        at=at,
+        format=fmt,  # type: ignore[arg-type]
+        cache=TokenCache(full.tokenizer),
+    )
+    if full.tokenizer != "approx":
+        assert (
+            sum(e.tokens for e in chosen) + count_text(header + "\n", full.tokenizer)
+            == tokens - base_tokens - framing.framing_tokens
+        )
+    assert sum(e.tokens for e in chosen) <= tokens - base_tokens
     # deterministic
     again = recall_into(
         copy.deepcopy(rest),
@@ -251,7 +296,7 @@ def test_block_lines() -> None:
     other = RecallCandidate("a:0", 2, 2, CREATED - timedelta(days=1), "assistant: old", 0.1, False)
     assert block_text([own, pair]) == (
         f"{HEADER_SESSION}\n[seq 7, 2025-01-01 00:00 UTC] user: hi\n"
-        "[seq 3-4, 2025-01-01 01:00 UTC] tool call f() returned: x"
+        "[seq 3-4, 2025-01-01 01:00 UTC] tool call f() returned: x\n"
     )
     assert block_text([own, other]).splitlines() == [
         HEADER_PREFIX,
@@ -289,3 +334,35 @@ def test_a_gemini_content_without_a_role_is_the_users() -> None:
     assert out["contents"][2]["parts"][1] == {"text": "RECALLED"}
     assert out["contents"][2]["parts"][0] == payload["contents"][2]["parts"][0]
     assert payload["contents"][2]["parts"][1] == {"text": "now?"}  # the input is not changed
+
+
+def test_an_entry_is_bounded_whatever_the_item_or_the_share() -> None:
+    """Issue 41 item 4: an entry keeps at most ``entry_chars(share)`` characters, and the
+    bound holds for the largest share a request may ask for."""
+    from app.domain.projection.budget import MAX_ENTRY_CHARS, MAX_RECALL_TOKENS
+    from app.domain.projection.recall_block import entry_chars
+
+    huge = "a tool output line\n" * 12_000  # ~230 KB
+    output = {"type": "function_call_output", "call_id": "c", "output": huge}
+    call = {"type": "function_call", "call_id": "c", "name": "cat", "arguments": "{}"}
+    for share in (10, 500, MAX_RECALL_TOKENS):
+        bound = entry_chars(share)
+        assert bound <= MAX_ENTRY_CHARS
+        message = {"type": "message", "role": "user", "content": huge}
+        for items in (_stored(call, output), _stored(message)):
+            made = candidate_of(items, session_id="s", score=1.0, own=True, max_chars=bound)
+            assert made is not None and len(made.text) <= bound
+            assert made.text.endswith("[…]") and "\n" not in made.text
+    with pytest.raises(ValueError):
+        RecallSpec(max_tokens=MAX_RECALL_TOKENS + 1)
+
+
+def test_a_call_recalls_with_every_output_answering_it() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": "{}"}
+    first = {"type": "function_call_output", "call_id": "c1", "output": "one"}
+    second = {"type": "function_call_output", "call_id": "c1", "output": "two"}
+    made = candidate_of(
+        _stored(call, first, second), session_id="s", score=1.0, own=True, max_chars=1000
+    )
+    assert made is not None and made.text == "tool call grep({}) returned: one two"
+    assert (made.seq, made.last_seq) == (1, 3)

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
+from pydantic.fields import FieldInfo
 
 from app.api.deps import ActorDep, ReadInRoute, RuntimeDep, actor_of, read_all, runtime_of
 from app.api.encoding import context_body, dumps
@@ -17,6 +18,13 @@ from app.api.responses import json_response
 from app.api.schemas import ContextItemRead, FormatName, StrictBody
 from app.api.session_ids import SESSION_ID_IN_PATH, SessionIdPath
 from app.domain.items import MAX_SAFE_INTEGER
+from app.domain.projection.budget import (
+    MAX_QUERY_CHARS,
+    MAX_RECALL_ITEMS,
+    MAX_RECALL_TOKENS,
+    RecallScope,
+    RecallSpec,
+)
 from app.services import context as service
 from app.services.runtime import Encoded
 
@@ -45,40 +53,25 @@ BUDGET_FIELDS = (
     "cache_breakpoints",
 )
 CutName = Literal["tight", "stable"]
-RecallScope = Literal["session", "prefix"]
 
 
-class ContextRecall(StrictBody):
+def _optional_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s fields, each optional (default None) with its constraints and description:
+    a request field left out takes the session's default."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        copied = FieldInfo.merge_field_infos(info, default=None)
+        fields[name] = (info.annotation | None, copied)  # type: ignore[operator]
+    return fields
+
+
+class ContextRecall(  # the recall fields are declared once, by the domain's RecallSpec
+    create_model("ContextRecallFields", __base__=StrictBody, **_optional_fields(RecallSpec))  # type: ignore[misc]
+):
     """Recall: items not in the prompt (dropped by the budget, archived by compaction) that
-    best match `query`, brought back as text in one message before the newest user message.
-    Every field defaults to the session's `config.context.recall`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_tokens: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_SAFE_INTEGER,
-        description="Tokens of the budget reserved for the recall block (0: no recall)",
-    )
-    query: str | None = Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        description="What to recall; default: the text of the newest user message",
-    )
-    max_items: int | None = Field(None, ge=1, le=50, description="Entries, at most (default 5)")
-    min_score: float | None = Field(
-        None,
-        ge=-1,
-        le=1,
-        description="Cosine similarity below which a hit found by meaning alone is left out",
-    )
-    scope: RecallScope | None = Field(
-        None,
-        description="`session` (default): this session; `prefix`: also the sessions the key "
-        "may see whose id shares this one's prefix up to its last `:`",
-    )
+    best match `query`, brought back as text in one message before the newest user message,
+    as many as fill `max_tokens`. Every field defaults to the session's
+    `config.context.recall`."""
 
 
 class ContextRequest(StrictBody):
@@ -224,16 +217,20 @@ _BUDGET_PARAMETERS = (
     _flag("cache_breakpoints"),
 )
 _RECALL_PARAMETERS = (
-    _count("recall_tokens", 0),
+    _query(
+        "recall_tokens",
+        Annotated[int, Field(ge=0, le=MAX_RECALL_TOKENS)],
+        {"type": "integer", "minimum": 0, "maximum": MAX_RECALL_TOKENS},
+    ),
     _query(
         "recall_query",
-        Annotated[str, Field(min_length=1, max_length=1000)],
-        {"type": "string", "minLength": 1, "maxLength": 1000},
+        Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
     ),
     _query(
         "recall_items",
-        Annotated[int, Field(ge=1, le=50)],
-        {"type": "integer", "minimum": 1, "maximum": 50},
+        Annotated[int, Field(ge=1, le=MAX_RECALL_ITEMS)],
+        {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_ITEMS},
     ),
     _query(
         "recall_min_score",

@@ -16,6 +16,7 @@ from app.api.problems import problem_responses
 from app.api.query_guard import GuardedRoute
 from app.api.responses import json_response
 from app.api.session_ids import SessionIdPath
+from app.domain.projection.budget import MAX_QUERY_CHARS
 from app.services import search as service
 from app.services.runtime import Encoded
 
@@ -26,7 +27,7 @@ Q = Annotated[
     str,
     Query(
         min_length=1,
-        max_length=1000,
+        max_length=MAX_QUERY_CHARS,
         description="Words to find: any of them matches, rare words weigh more, common words "
         '(stop words) need not match, exact tokens (`E1042`, `retry.py`) and `"quoted '
         'phrases"` rank first. A query with no word in it (only spaces, punctuation or stop '

@@ -24,10 +24,9 @@ stands alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress
-from typing import cast
 
 from app.domain.items import (
     MODEL_OUTPUT_TYPES,
@@ -114,13 +113,36 @@ class Analysis:
     unit_of: list[int] = field(default_factory=list)
 
 
+def answered_calls(kinds: Sequence[int], keys: Mapping[int, str | None]) -> dict[int, int]:
+    """The one pairing rule of the codebase (the projection's; recall and the inspector call
+    it too): output index -> the index of the call it answers, the latest earlier call with
+    its pairing key (``keys``: the ``pair_key`` of every call and output). An output with no
+    such call is an orphan and is absent.
+
+    By position, not by key alone: keys repeat (Gemini's derived ids every turn, LangChain's
+    ``call_{k}``), and each output answers its own turn's call. The rule looks only at the
+    items sharing a key, so the calls and outputs of one key, in seq order, pair as they do
+    among all items."""
+    last_call: dict[str | None, int] = {}
+    call_of: dict[int, int] = {}
+    for i, kind in enumerate(kinds):
+        if kind == CALL:
+            last_call[keys[i]] = i
+        elif kind == OUTPUT:
+            call = last_call.get(keys[i])
+            if call is not None:
+                call_of[i] = call
+    return call_of
+
+
 def analyse(bodies: Sequence[CanonicalItem], tail_start: int) -> Analysis:
     """Kinds, pairing, groups, followers and units of ``bodies`` (items before ``tail_start``
     are a window's old mandatory items: not contiguous, each stands alone)."""
     n = len(bodies)
     kinds = kinds_of(bodies)
     a = Analysis(n=n, tail_start=tail_start, kinds=kinds)
-    last_call: dict[str, int] = {}
+    keys = {i: pair_key(bodies[i]) for i, kind in enumerate(kinds) if kind in (CALL, OUTPUT)}
+    a.call_of = answered_calls(kinds, keys)
     run: list[int] | None = None
     runs: list[list[int]] = []
     for i, kind in enumerate(kinds):
@@ -129,17 +151,13 @@ def analyse(bodies: Sequence[CanonicalItem], tail_start: int) -> Analysis:
                 run = []
                 runs.append(run)
             run.append(i)
-            last_call[cast(str, pair_key(bodies[i]))] = i
             a.outputs_of[i] = []
             if i < tail_start:  # loaded old items are not contiguous: each stands alone
                 run = None
         elif kind != REASONING or i < tail_start:
             run = None
-            if kind == OUTPUT:
-                call = last_call.get(cast(str, pair_key(bodies[i])))
-                if call is not None:
-                    a.call_of[i] = call
-                    a.outputs_of[call].append(i)
+    for output, call in a.call_of.items():  # ascending outputs: each call's list is sorted
+        a.outputs_of[call].append(output)
     for g, calls in enumerate(runs):
         if len(calls) == 1:
             # outputs answer an earlier call and are appended in order: already sorted

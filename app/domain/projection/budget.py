@@ -21,31 +21,50 @@ LimitName = Literal["max_items", "max_chars", "max_tokens"]
 LIMIT_NAMES: tuple[LimitName, ...] = ("max_items", "max_chars", "max_tokens")
 CutName = Literal["tight", "stable"]
 RecallScope = Literal["session", "prefix"]
-# A recalled entry's text is at most this many characters per token of the block's share: an
-# entry longer than the whole block could never fit, and tokenizing a 5 MB tool output to
-# find that out would cost a read more than the rest of it.
+# A search or recall query, at most (characters): what a question needs; the full-text query
+# and the query's embedding both grow with it. Search, recall and their schemas read this one.
+MAX_QUERY_CHARS = 1000
+# The largest recall share a request may reserve (tokens; DESIGN §10 "Bounded by
+# construction"): with a token limit the share must also leave room for the rest of the prompt.
+MAX_RECALL_TOKENS = 16_384
+# Recalled entries, at most (``max_items``' bound and default: the share decides how many fit).
+MAX_RECALL_ITEMS = 50
+# A recalled entry's text is at most this many characters per token of the share: an entry
+# longer than the whole block could never fit, and tokenizing a 5 MB tool output to find that
+# out would cost a read more than the rest of it.
 CHARS_PER_TOKEN = 4
+# ... and at most this many characters whatever the share: recall reminds the model of a turn,
+# it does not replay a long tool output, and so a read tokenizes at most
+# ``MAX_RECALL_ITEMS`` entries of this size however large the share or the items.
+MAX_ENTRY_CHARS = 4000
 
 
 class RecallSpec(BaseModel):
     """Recall (DESIGN §10): bring back items not in the prompt that match ``query``, in one
-    message of at most ``max_tokens`` tokens reserved from the budget."""
+    message of at most ``max_tokens`` tokens reserved from the budget. The one declaration
+    of the recall fields: the API's request models derive theirs from it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_tokens: int = Field(
         default=0,
         ge=0,
-        le=MAX_SAFE_INTEGER,
-        description="Tokens of the budget reserved for recalled items (0: no recall)",
+        le=MAX_RECALL_TOKENS,
+        description="Tokens of the budget reserved for the recall block (0: no recall; at "
+        f"most {MAX_RECALL_TOKENS}, and less than `max_tokens` when that is set)",
     )
     query: str | None = Field(
         default=None,
         min_length=1,
-        max_length=1000,
+        max_length=MAX_QUERY_CHARS,
         description="What to recall; default: the text of the newest user message",
     )
-    max_items: int = Field(default=5, ge=1, le=50, description="Recalled entries, at most")
+    max_items: int = Field(
+        default=MAX_RECALL_ITEMS,
+        ge=1,
+        le=MAX_RECALL_ITEMS,
+        description="Recalled entries, at most; by default as many as fill the share",
+    )
     min_score: float | None = Field(
         default=None,
         ge=-1,
@@ -54,7 +73,7 @@ class RecallSpec(BaseModel):
     )
     scope: RecallScope = Field(
         default="session",
-        description="`session`: this session; `prefix`: also the sessions the key may see "
+        description="`session` (default): this session; `prefix`: also the sessions the key may see "
         "whose id shares this one's prefix up to its last `:`",
     )
 

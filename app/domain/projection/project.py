@@ -62,6 +62,9 @@ class ProjectedContext:
     payload: dict[str, Any]
     report: ContextReport
     needs_more: bool
+    # What the payload holds of working memory: (seq, item id) of every item rendered in it
+    # (recall leaves out exactly these, and archived copies of them).
+    held: tuple[tuple[int, str], ...] = ()
 
 
 def project_context(
@@ -399,4 +402,5 @@ def project_context(
         tokenizer=budget.tokenizer,
         stable_prefix=prefix,
     )
-    return ProjectedContext(payload=payload, report=report, needs_more=needs_more)
+    held = tuple((items[i].seq, items[i].id) for i in result.rendered)
+    return ProjectedContext(payload=payload, report=report, needs_more=needs_more, held=held)
