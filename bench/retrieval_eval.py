@@ -283,6 +283,8 @@ def main() -> None:
         default="auto",
         help="models to measure text variants for; auto = best by R@10; none",
     )
+    parser.add_argument("--chats", help="only these chats, by the dataset's number (e.g. 1,2,3,4)")
+    parser.add_argument("--texts", default=",".join(VARIANTS), help="text variants to measure")
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--no-rss", action="store_true")
     parser.add_argument("--probe-rss", help=argparse.SUPPRESS)
@@ -293,11 +295,14 @@ def main() -> None:
         return
 
     chats = realtalk.load(args.data)
+    if args.chats:
+        wanted_chats = {f"Chat_{n}_" for n in args.chats.split(",")}
+        chats = [c for c in chats if any(c.name.startswith(w) for w in wanted_chats)]
     n_turns = sum(len(c.turns) for c in chats)
     n_questions = sum(len(c.questions) for c in chats)
     per_category = Counter(realtalk.CATEGORIES[q.category] for c in chats for q in c.questions)
     print(
-        f"REALTALK: {len(chats)} chats, {n_turns} turns, {n_questions} questions scored "
+        f"REALTALK: {len(chats)} chats ({', '.join(c.name for c in chats)}), {n_turns} turns, {n_questions} questions scored "
         f"({', '.join(f'{k} {v}' for k, v in per_category.items())}); "
         f"{sum(c.dropped for c in chats)} left out (no evidence, or evidence not a turn)\n"
     )
@@ -354,7 +359,7 @@ def main() -> None:
         print("| text embedded | R@5 | R@10 | R@50 | delta R@10 vs. turn alone |")
         print("|---|---:|---:|---:|---:|")
         base = results[model.name]
-        for variant in VARIANTS:
+        for variant in [v for v in VARIANTS if v == "turn" or v in args.texts.split(",")]:
             texts = {c.name: variant_texts(c, variant) for c in chats}
             r = (
                 base
