@@ -3,7 +3,9 @@
 REALTALK (Lee, Maharana, Pujara, Ren, Barbieri, 2025, arXiv 2502.13270): ten messaging-app
 chats between two real people over 21 days (about 8,900 turns in 18-20 sessions each), with
 memory-probing questions whose ``evidence`` names the turns (``dia_id``) that hold the answer.
-Categories as the data numbers them: 1 multi-hop, 2 temporal, 3 commonsense/world knowledge.
+The data numbers the question categories; read from the questions, 1 gathers facts from
+several turns ("multi-hop"), 2 asks when, or what happened at a given time ("temporal"), and
+3 asks for an inference from what was said ("commonsense").
 
 The data is NOT in this repository: its repository carries no licence, so we may read it but
 not redistribute it. Get it from the authors' GitHub repository ``danny911kr/REALTALK`` (the

@@ -341,6 +341,8 @@ def main() -> None:
         "| REALTALK paper: retrieval baseline | n/a | n/a | n/a | (the paper reports answer accuracy only) |"
     )
 
+    for model in loaded:
+        print(f"- {model.name}: {', '.join(model.packages)}; published by {model.provenance}")
     print("\n### Per category, R@5 / R@10\n")
     print(
         "| ranker | "
