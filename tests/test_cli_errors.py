@@ -52,7 +52,7 @@ def test_import_of_a_missing_file(env: dict[str, str], tmp_path: Path) -> None:
         ("not json", ["is not a JSON document"]),
         ("[1, 2]", ["is not an exported session document"]),
         ('{"schema_version": 7, "items": []}', ["schema_version", "unknown schema_version 7"]),
-        ('{"schema_version": 1, "items": [{"type": "message"}, {"type": "message"}]}',
+        ('{"schema_version": 1, "items": [{"type": "message", "role": "robot"}, {"type": "message", "role": "robot"}]}',
          ["invalid snapshot document", "items.0", "; "]),  # every field error, on the line
     ],
 )

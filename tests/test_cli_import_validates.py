@@ -11,7 +11,7 @@ import pytest
 from tests.test_cli_errors import assert_one_line_error, cli
 
 BAD_DOCUMENTS = [
-    '{"schema_version": 1, "items": [{"type": "message"}]}',
+    '{"schema_version": 1, "items": [{"type": "message", "role": "robot"}]}',
     '{"schema_version": 1, "items": [{"type": "message", "role": "user", "content": "a",'
     ' "created_at": "0001-01-01T00:00:00+01:00"}]}',
     '{"schema_version": 1, "items": [{"format": {}, "type": "0"}]}',

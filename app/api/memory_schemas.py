@@ -24,9 +24,11 @@ from pydantic_core import CoreSchema
 from app.api.append_schemas import (
     FunctionCallCreate,
     FunctionCallOutputCreate,
+    IncompleteCallCreate,
     MessageCreate,
     OpaqueItemCreate,
     ReasoningCreate,
+    RolelessMessageCreate,
     UntypedItemCreate,
 )
 from app.api.schemas import (
@@ -109,6 +111,18 @@ class DocumentReasoning(ReasoningCreate, _Informative):
     pass
 
 
+class DocumentIncompleteCall(IncompleteCallCreate, _Informative):
+    """A call or output without a `call_id`, as an append takes it (`IncompleteCallCreate`)."""
+
+    model_config = ConfigDict(extra="allow", title="DocumentIncompleteCall")
+
+
+class DocumentRolelessMessage(RolelessMessageCreate, _Informative):
+    """A message without a `role`, as an append takes it (`RolelessMessageCreate`)."""
+
+    model_config = ConfigDict(extra="allow", title="DocumentRolelessMessage")
+
+
 class DocumentOpaque(OpaqueItemCreate, _Informative):
     """An item of any other type, as an append takes it (`OpaqueItemCreate`)."""
 
@@ -149,6 +163,8 @@ DocumentItem = (
     | DocumentFunctionCall
     | DocumentFunctionCallOutput
     | DocumentReasoning
+    | DocumentIncompleteCall
+    | DocumentRolelessMessage
     | DocumentOpaque
     | DocumentUntyped
     | DocumentProviderItem

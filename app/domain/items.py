@@ -251,20 +251,33 @@ def incomplete_kind(data: dict[str, Any]) -> str | None:
 # JSON Schema of what an opaque item's ``type`` may be: anything but a core type, unless the
 # item is incomplete (``incomplete_kind``). Published for opaque items as stored and read.
 OPAQUE_TYPE_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"properties": {"type": {"not": {"enum": sorted(CORE_TYPES)}}}},
-        {
-            "required": ["type"],
-            "properties": {
-                "type": {"enum": ["function_call", "function_call_output"]},
-                "call_id": {"enum": ["", None]},
+    # Said as what an opaque item may NOT be (a core item the canonical model renders), so
+    # that generated clients, which cannot express ``not``, see one plain object type.
+    "not": {
+        "anyOf": [
+            {
+                "required": ["type"],
+                "properties": {
+                    "type": {
+                        "enum": sorted(
+                            CORE_TYPES - {"function_call", "function_call_output", "message"}
+                        )
+                    }
+                },
             },
-        },
-        {
-            "required": ["type"],
-            "properties": {"type": {"enum": ["message"]}, "role": {"type": "null"}},
-        },
-    ]
+            {
+                "required": ["type", "call_id"],
+                "properties": {
+                    "type": {"enum": ["function_call", "function_call_output"]},
+                    "call_id": {"not": {"enum": ["", None]}},
+                },
+            },
+            {
+                "required": ["type", "role"],
+                "properties": {"type": {"enum": ["message"]}, "role": {"not": {"type": "null"}}},
+            },
+        ]
+    }
 }
 
 

@@ -525,9 +525,11 @@ async def test_a_snapshot_item_is_what_an_append_stores_as_the_spec_says(
         {"type": "web_search_call", "format": None},
         user("plain"),
         provider,
+        {"type": "message"},  # no role: what the SDKs' own stores keep (stored as sent)
+        {"type": "function_call", "call_id": ""},  # no call_id: likewise
     ]
     refused = [
-        {"type": "message"},
+        {"type": "message", "role": "robot"},
         {"role": "user"},
         {"format": "gemini"},
         {"format": "klingon"},

@@ -279,7 +279,7 @@ export interface paths {
         };
         /**
          * Search across the tenant's sessions (full text, by meaning, or both), best first
-         * @description Full text ranks at most the first 1000 matching items the index finds, and meaning at most 20000 embedded items (every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A query that matches more should be narrowed, or asked of one session.
+         * @description Full text ranks at most the best 1000 matching items (the same set on every page), and meaning at most 20000 embedded items (every one when the tenant has fewer): a bound on the cost, whatever the tenant holds. A query that matches more should be narrowed, or asked of one session.
          */
         get: operations["searchAll"];
         put?: never;
@@ -1073,7 +1073,7 @@ export interface components {
              */
             format?: "canonical";
             /** Items */
-            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["OpaqueItemCreate"] | components["schemas"]["UntypedItemCreate"])[];
+            items: (components["schemas"]["MessageCreate"] | components["schemas"]["FunctionCallCreate"] | components["schemas"]["FunctionCallOutputCreate"] | components["schemas"]["ReasoningCreate"] | components["schemas"]["IncompleteCallCreate"] | components["schemas"]["RolelessMessageCreate"] | components["schemas"]["OpaqueItemCreate"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * ChatAssistantFunctionCallMessage
@@ -1669,13 +1669,14 @@ export interface components {
         /**
          * ContextRecall
          * @description Recall: items not in the prompt (dropped by the budget, archived by compaction) that
-         *     best match `query`, brought back as text in one message before the newest user message.
-         *     Every field defaults to the session's `config.context.recall`.
+         *     best match `query`, brought back as text in one message before the newest user message,
+         *     as many as fill `max_tokens`. Every field defaults to the session's
+         *     `config.context.recall`.
          */
         ContextRecall: {
             /**
              * Max Tokens
-             * @description Tokens of the budget reserved for the recall block (0: no recall)
+             * @description Tokens of the budget reserved for the recall block (0: no recall; at most 16384, and less than `max_tokens` when that is set)
              */
             max_tokens?: number | null;
             /**
@@ -1685,7 +1686,7 @@ export interface components {
             query?: string | null;
             /**
              * Max Items
-             * @description Entries, at most (default 5)
+             * @description Recalled entries, at most; by default as many as fill the share
              */
             max_items?: number | null;
             /**
@@ -1930,6 +1931,58 @@ export interface components {
             /** Is Error */
             is_error?: boolean | null;
         };
+        /**
+         * DocumentIncompleteCall
+         * @description A call or output without a `call_id`, as an append takes it (`IncompleteCallCreate`).
+         */
+        DocumentIncompleteCall: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
+            /**
+             * Format
+             * @description The item's format (absent or null: canonical)
+             */
+            format?: "canonical" | null;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "function_call" | "function_call_output";
+            /**
+             * Call Id
+             * @description Missing, `null` or `""`
+             */
+            call_id?: "" | null;
+            /**
+             * Id
+             * @description The service's item id; generated when omitted (409 if taken)
+             */
+            id?: string | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** DocumentMessage */
         DocumentMessage: {
             /** @description Informative, ignored */
@@ -2129,6 +2182,58 @@ export interface components {
              * @description Anthropic redacted_thinking
              */
             redacted?: boolean | null;
+        };
+        /**
+         * DocumentRolelessMessage
+         * @description A message without a `role`, as an append takes it (`RolelessMessageCreate`).
+         */
+        DocumentRolelessMessage: {
+            /** @description Informative, ignored */
+            seq?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            tokens?: components["schemas"]["JsonValue"];
+            /** @description Informative, ignored */
+            chars?: components["schemas"]["JsonValue"];
+            /**
+             * Created At
+             * @description Kept (years 1900 to 8999)
+             */
+            created_at?: string | null;
+            /**
+             * Format
+             * @description The item's format (absent or null: canonical)
+             */
+            format?: "canonical" | null;
+            /**
+             * Type
+             * @constant
+             */
+            type: "message";
+            /**
+             * Role
+             * @description Missing or `null`
+             */
+            role?: null;
+            /**
+             * Id
+             * @description The service's item id; generated when omitted (409 if taken)
+             */
+            id?: string | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * DocumentUntyped
@@ -3421,7 +3526,7 @@ export interface components {
             archived_reason: string | null;
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
+             * @description Any type but the four the canonical model renders itself (one of them only in an incomplete item: a `function_call` or `function_call_output` without a `call_id`, a `message` without a `role`); absent, or any JSON value, in an untyped item (kept as sent)
              */
             type?: unknown;
             /** Id */
@@ -3569,6 +3674,45 @@ export interface components {
         } | {
             file_id: string;
         });
+        /**
+         * IncompleteCallCreate
+         * @description A `function_call` or `function_call_output` whose `call_id` is missing, `null` or `""`
+         *     (the SDKs' own session stores keep them): stored whole, exactly as sent, and listed back
+         *     so; it pairs with nothing and no prompt carries it (the projection leaves it out with a
+         *     note). `id`, `pinned` and `metadata` are the envelope, as on every canonical item.
+         */
+        IncompleteCallCreate: {
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "function_call" | "function_call_output";
+            /**
+             * Call Id
+             * @description Missing, `null` or `""`
+             */
+            call_id?: "" | null;
+            /**
+             * Id
+             * @description The service's item id; generated when omitted (409 if taken)
+             */
+            id?: string | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** ItemList */
         ItemList: {
             /** Items */
@@ -3673,7 +3817,7 @@ export interface components {
              */
             format: "openai-responses";
             /** Items */
-            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"] | components["schemas"]["UntypedItemCreate"])[];
+            items: (components["schemas"]["ResponsesMessage"] | components["schemas"]["ResponsesFunctionCall"] | components["schemas"]["ResponsesFunctionCallOutput"] | components["schemas"]["ResponsesIncompleteCall"] | components["schemas"]["ResponsesRolelessMessage"] | components["schemas"]["ResponsesReasoning"] | components["schemas"]["ResponsesFileSearchCall"] | components["schemas"]["ResponsesWebSearchCall"] | components["schemas"]["ResponsesComputerCall"] | components["schemas"]["ResponsesComputerCallOutput"] | components["schemas"]["ResponsesImageGenerationCall"] | components["schemas"]["ResponsesCodeInterpreterCall"] | components["schemas"]["ResponsesLocalShellCall"] | components["schemas"]["ResponsesLocalShellCallOutput"] | components["schemas"]["ResponsesShellCall"] | components["schemas"]["ResponsesShellCallOutput"] | components["schemas"]["ResponsesApplyPatchCall"] | components["schemas"]["ResponsesApplyPatchCallOutput"] | components["schemas"]["ResponsesMcpListTools"] | components["schemas"]["ResponsesMcpApprovalRequest"] | components["schemas"]["ResponsesMcpApprovalResponse"] | components["schemas"]["ResponsesMcpCall"] | components["schemas"]["ResponsesCustomToolCall"] | components["schemas"]["ResponsesCustomToolCallOutput"] | components["schemas"]["ResponsesToolSearchCall"] | components["schemas"]["ResponsesToolSearchOutput"] | components["schemas"]["ResponsesAdditionalTools"] | components["schemas"]["ResponsesConfigurationUpdate"] | components["schemas"]["ResponsesCompaction"] | components["schemas"]["ResponsesCompactionTrigger"] | components["schemas"]["ResponsesItemReference"] | components["schemas"]["ResponsesProgram"] | components["schemas"]["ResponsesProgramOutput"] | components["schemas"]["ResponsesOtherItem"] | components["schemas"]["UntypedItemCreate"])[];
         };
         /**
          * OtherPart
@@ -3822,12 +3966,13 @@ export interface components {
         /**
          * RecallSpec
          * @description Recall (DESIGN §10): bring back items not in the prompt that match ``query``, in one
-         *     message of at most ``max_tokens`` tokens reserved from the budget.
+         *     message of at most ``max_tokens`` tokens reserved from the budget. The one declaration
+         *     of the recall fields: the API's request models derive theirs from it.
          */
         RecallSpec: {
             /**
              * Max Tokens
-             * @description Tokens of the budget reserved for recalled items (0: no recall)
+             * @description Tokens of the budget reserved for the recall block (0: no recall; at most 16384, and less than `max_tokens` when that is set)
              * @default 0
              */
             max_tokens?: number;
@@ -3838,8 +3983,8 @@ export interface components {
             query?: string | null;
             /**
              * Max Items
-             * @description Recalled entries, at most
-             * @default 5
+             * @description Recalled entries, at most; by default as many as fill the share
+             * @default 50
              */
             max_items?: number;
             /**
@@ -3849,7 +3994,7 @@ export interface components {
             min_score?: number | null;
             /**
              * Scope
-             * @description `session`: this session; `prefix`: also the sessions the key may see whose id shares this one's prefix up to its last `:`
+             * @description `session` (default): this session; `prefix`: also the sessions the key may see whose id shares this one's prefix up to its last `:`
              * @default session
              * @enum {string}
              */
@@ -4498,6 +4643,40 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * ResponsesIncompleteCall
+         * @description A `function_call` or `function_call_output` whose `call_id` is missing, `null` or `""`
+         *     (the SDKs' own session stores keep them): stored whole, exactly as sent, and listed back
+         *     so; it pairs with nothing and no prompt carries it (the projection leaves it out with a
+         *     note).
+         */
+        ResponsesIncompleteCall: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "function_call" | "function_call_output";
+            /**
+             * Call Id
+             * @description Missing, `null` or `""`
+             */
+            call_id?: "" | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * ResponsesItemReference
          * @description A reference to an item of a stored response, by its id; without a `type` (the SDK makes
          *     it optional) it holds nothing else. (With its `type`, any other field is kept as well.)
@@ -4947,6 +5126,39 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * ResponsesRolelessMessage
+         * @description A `message` (its `type` given) without a `role` (missing or `null`; the SDKs' own
+         *     session stores keep them): stored whole, exactly as sent, and listed back so; no prompt
+         *     carries it (the projection leaves it out with a note).
+         */
+        ResponsesRolelessMessage: {
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Type
+             * @constant
+             */
+            type: "message";
+            /**
+             * Role
+             * @description Missing or `null`
+             */
+            role?: null;
+        } & {
+            [key: string]: unknown;
+        };
         /** ResponsesShellCall */
         ResponsesShellCall: {
             /**
@@ -5212,6 +5424,45 @@ export interface components {
              */
             events_seconds?: number | null;
         };
+        /**
+         * RolelessMessageCreate
+         * @description A `message` without a `role` (missing or `null`; the SDKs' own session stores keep
+         *     them): stored whole, exactly as sent, and listed back so; no prompt carries it (the
+         *     projection leaves it out with a note). `id`, `pinned` and `metadata` are the envelope, as
+         *     on every canonical item.
+         */
+        RolelessMessageCreate: {
+            /**
+             * Type
+             * @constant
+             */
+            type: "message";
+            /**
+             * Role
+             * @description Missing or `null`
+             */
+            role?: null;
+            /**
+             * Id
+             * @description The service's item id; generated when omitted (409 if taken)
+             */
+            id?: string | null;
+            /**
+             * Pinned
+             * @description Always kept by projections and compactions
+             * @default false
+             */
+            pinned?: boolean;
+            /**
+             * Metadata
+             * @description Small JSON object (16 KiB)
+             */
+            metadata?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** SearchHitRead */
         SearchHitRead: {
             /** Session Id */
@@ -5222,7 +5473,7 @@ export interface components {
             item: components["schemas"]["StoredMessage"] | components["schemas"]["StoredFunctionCall"] | components["schemas"]["StoredFunctionCallOutput"] | components["schemas"]["StoredReasoning"] | components["schemas"]["StoredOpaque"];
             /**
              * Score
-             * @description Higher is better (comparable within one response)
+             * @description Relevance, 0 to 1, on one scale in every mode (docs/semantic-search.md): `fulltext`: `scores.fulltext`; `semantic`: the similarity above the floor, `(similarity - min_score) / (1 - min_score)`; `hybrid`: a weighted sum of the two (in a lookup by exact token, hits holding it score 0.5 or more, the rest below 0.5)
              */
             score: number;
             /**
@@ -5246,14 +5497,20 @@ export interface components {
             model: string;
             /**
              * Indexed
-             * @description Items with a vector of that model
+             * @description Items with a vector of that model (and size)
              */
             indexed: number;
             /**
              * Pending
-             * @description Items not embedded yet (the background indexer is behind; full text still finds them)
+             * @description Items not embedded yet (the background indexer is behind; full text still finds them), counted among the session's newest 1,000 items with a text: the indexer embeds the oldest first, so a backlog shows there first
              */
             pending: number;
+            /**
+             * Pending Exact
+             * @description true: those 1,000 are all the session has, so `pending` counts every item not embedded yet; false: older items were not looked at
+             * @default true
+             */
+            pending_exact?: boolean;
         };
         /** SearchResults */
         SearchResults: {
@@ -5278,7 +5535,7 @@ export interface components {
         SearchScores: {
             /**
              * Fulltext
-             * @description The full-text ranker's score (null: not a full-text match)
+             * @description The full-text score, 0 to 1: BM25 relative to the query's weight (about 0.5: an average-length item holding every query word once), items holding the query's exact tokens and quoted phrases above the rest (null: not a full-text match)
              */
             fulltext: number | null;
             /**
@@ -5530,7 +5787,7 @@ export interface components {
              * Items
              * @description Working memory, oldest first: any item a canonical append takes, or an item exported from a provider format with its `format` and `record` (the item as it was appended), which restore takes back exactly
              */
-            items: (components["schemas"]["DocumentMessage"] | components["schemas"]["DocumentFunctionCall"] | components["schemas"]["DocumentFunctionCallOutput"] | components["schemas"]["DocumentReasoning"] | components["schemas"]["DocumentOpaque"] | components["schemas"]["DocumentUntyped"] | components["schemas"]["DocumentProviderItem"])[];
+            items: (components["schemas"]["DocumentMessage"] | components["schemas"]["DocumentFunctionCall"] | components["schemas"]["DocumentFunctionCallOutput"] | components["schemas"]["DocumentReasoning"] | components["schemas"]["DocumentIncompleteCall"] | components["schemas"]["DocumentRolelessMessage"] | components["schemas"]["DocumentOpaque"] | components["schemas"]["DocumentUntyped"] | components["schemas"]["DocumentProviderItem"])[];
         };
         /** SnapshotList */
         SnapshotList: {
@@ -5719,7 +5976,7 @@ export interface components {
         StoredOpaque: {
             /**
              * Type
-             * @description Any type but the four the canonical model renders itself; absent, or any JSON value, in an untyped item (kept as sent)
+             * @description Any type but the four the canonical model renders itself (one of them only in an incomplete item: a `function_call` or `function_call_output` without a `call_id`, a `message` without a `role`); absent, or any JSON value, in an untyped item (kept as sent)
              */
             type?: unknown;
             /** Id */
@@ -10323,7 +10580,7 @@ export interface operations {
     searchSession: {
         parameters: {
             query: {
-                /** @description Words to find (all of them); a query with no word in it (only spaces or punctuation) finds nothing */
+                /** @description Words to find: any of them matches, rare words weigh more, common words (stop words) need not match, exact tokens (`E1042`, `retry.py`) and `"quoted phrases"` rank first. A query with no word in it (only spaces, punctuation or stop words) finds nothing */
                 q: string;
                 /** @description `memory`: working memory only; `history`: archived items too */
                 scope?: "memory" | "history";
@@ -10332,7 +10589,7 @@ export interface operations {
                 cursor?: string;
                 /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502 */
                 mode?: "fulltext" | "semantic" | "hybrid";
-                /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
+                /** @description `semantic`/`hybrid`: a hit found by meaning counts when its cosine similarity (`scores.semantic`) is at least this; omitted: the relevance floor of the server's embedding model (docs/semantic-search.md) */
                 min_score?: number;
             };
             header?: never;
@@ -10495,7 +10752,7 @@ export interface operations {
     searchAll: {
         parameters: {
             query: {
-                /** @description Words to find (all of them); a query with no word in it (only spaces or punctuation) finds nothing */
+                /** @description Words to find: any of them matches, rare words weigh more, common words (stop words) need not match, exact tokens (`E1042`, `retry.py`) and `"quoted phrases"` rank first. A query with no word in it (only spaces, punctuation or stop words) finds nothing */
                 q: string;
                 /** @description `memory`: working memory only; `history`: archived items too */
                 scope?: "memory" | "history";
@@ -10504,7 +10761,7 @@ export interface operations {
                 cursor?: string;
                 /** @description `fulltext`: the query's words; `semantic`: by meaning (the session's embedded items); `hybrid`: both rankings fused, exact tokens (file names, error codes, ids) first. With semantic search off on the server, `hybrid` answers as `fulltext` (the response's `mode` says so) and `semantic` is a 403 `semantic-search-off`; when the embedder fails, `hybrid` answers as `fulltext` too and `semantic` is a 502 */
                 mode?: "fulltext" | "semantic" | "hybrid";
-                /** @description `semantic`/`hybrid`: a hit found only by meaning is returned when its cosine similarity is at least this (docs/semantic-search.md) */
+                /** @description `semantic`/`hybrid`: a hit found by meaning counts when its cosine similarity (`scores.semantic`) is at least this; omitted: the relevance floor of the server's embedding model (docs/semantic-search.md) */
                 min_score?: number;
             };
             header?: never;
