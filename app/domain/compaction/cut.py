@@ -14,8 +14,9 @@ Invariants of ``plan_cut`` (each is a property test):
 
 1. ``compacted`` and ``kept`` are disjoint, their union is the input, and both keep seq order.
 2. The kept tail starts at a user message; the newest user message is always kept.
-3. A function call and all its outputs (same ``call_id``) land on the same side; a reasoning
-   item lands on the same side as the item it precedes.
+3. A function call and every output answering it (the projection's pairing rule,
+   ``answered_calls``: the latest earlier call with its key) land on the same side; a
+   reasoning item lands on the same side as the item it precedes.
 4. Stays are never compacted.
 5. If anything is compacted, the kept tail holds at least ``keep_last_items`` items and at least
    ``keep_last_tokens`` tokens (both are minimums: moving the cut back to a turn boundary keeps
@@ -38,6 +39,7 @@ from app.domain.items import (
     StoredItem,
     pair_key,
 )
+from app.domain.projection.analysis import CALL, OUTPUT, answered_calls, kinds_of
 
 __all__ = ["CutPlan", "is_user_message", "plan_cut", "seq_ranges"]
 
@@ -135,15 +137,14 @@ class _Units:
 
     def __init__(self, items: Sequence[StoredItem]) -> None:
         self.parent = list(range(len(items)))
-        first_by_call: dict[str, int] = {}
-        for index, item in enumerate(items):
-            body = item.body
-            key = pair_key(body)  # function calls, and the opaque call/output pairs
-            if key is not None:
-                if key in first_by_call:
-                    self.union(first_by_call[key], index)
-                else:
-                    first_by_call[key] = index
+        bodies = [item.body for item in items]
+        kinds = kinds_of(bodies)
+        keys = {i: pair_key(bodies[i]) for i, kind in enumerate(kinds) if kind in (CALL, OUTPUT)}
+        # Each output with the call it answers, by the projection's one pairing rule (keys
+        # repeat across turns: Gemini's derived ids, a client's ``call_{k}``).
+        for output, call in answered_calls(kinds, keys).items():
+            self.union(call, output)
+        for index, body in enumerate(bodies):
             if isinstance(body, ReasoningItem) and index + 1 < len(items):
                 self.union(index, index + 1)
 
