@@ -13,6 +13,7 @@ about 2 x 2 x 27 x 24 > 2,000 cases per deployment; the test asserts the total i
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import uuid
@@ -118,6 +119,31 @@ def _current_if_match(case: schemathesis.Case, base_url: str, http: requests.Ses
         headers[name] = re.sub(r"[0-9]+", version, headers[name], count=1)
 
 
+# A record as an export writes it, per format (what `GET .../snapshots/{id}` gave for one
+# user message).
+_EXPORTED_RECORDS: dict[str, dict[str, object]] = {
+    "anthropic": {"message": {"role": "user", "content": "hi"}},
+    "openai-chat": {"message": {"role": "user", "content": "hi"}},
+    "gemini": {"content": {"role": "user", "parts": [{"text": "hi"}]}},
+    "openai-responses": {"type": "message", "role": "user", "content": "hi"},
+}
+
+
+def _exported_records(case: schemathesis.Case) -> None:
+    """A snapshot item kept in a provider format carries its `record`: the item as the service
+    stored it, which only an export writes (the spec says so; its shape per format is the
+    service's stored form, which the schema does not spell out). A generated record is almost
+    never one, and the 422 that follows is the validation working (tested in
+    tests/api/test_snapshots.py). So a valid restore case gets an exported record of its
+    format in each such item."""
+    body = case.body if isinstance(case.body, dict) else None
+    document = body.get("snapshot") if body is not None else None
+    items = document.get("items") if isinstance(document, dict) else None
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("format") in _EXPORTED_RECORDS:
+            item["record"] = copy.deepcopy(_EXPORTED_RECORDS[item["format"]])
+
+
 def _run_operation(
     operation: schemathesis.APIOperation,
     mode: GenerationMode,
@@ -142,6 +168,7 @@ def _run_operation(
         if mode == GenerationMode.POSITIVE:
             _fresh_idempotency_key(case)
             _current_if_match(case, base_url, http)
+            _exported_records(case)
         try:
             # The key comes from the config's auth (not a header forced onto every case), so
             # a negative case that leaves the key out is sent without it, as schemathesis meant.
