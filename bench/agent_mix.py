@@ -285,7 +285,8 @@ def seed_agent_sessions(
                 row[0]
                 for row in db.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-                    "AND table_schema = current_schema() ORDER BY ordinal_position",
+                    "AND table_schema = current_schema() AND is_generated = 'NEVER' "
+                    "ORDER BY ordinal_position",
                     [table],
                 ).fetchall()
             ]
